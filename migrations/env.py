@@ -1,0 +1,77 @@
+"""Alembic environment for sessiondb.
+
+The database is, in order: a connection handed over by ``sessiondb.migrate`` (the store
+and the CLI), ``-x url=…`` on the alembic command line, ``SESSIONDB_URL``, the default
+SQLite file in the current directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy.engine import Connection
+
+from sessiondb.config import Settings
+from sessiondb.engine import create_engine
+from sessiondb.tables import VERSION_TABLE, metadata
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("connection") is None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+
+def _configure(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+        compare_server_default=True,
+    )
+
+
+def _run_sync(connection: Connection) -> None:
+    _configure(connection)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_with_url(url: str | None) -> None:
+    engine = create_engine(Settings.from_env(url))
+    try:
+        async with engine.connect() as conn:
+            await conn.run_sync(_run_sync)
+            await conn.commit()
+    finally:
+        await engine.dispose()
+
+
+def run_offline() -> None:
+    url = context.get_x_argument(as_dictionary=True).get("url")
+    settings = Settings.from_env(url)
+    context.configure(
+        url=settings.url,
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        literal_binds=True,
+        render_as_batch=settings.is_sqlite,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run_sync(connection)
+        return
+    asyncio.run(_run_with_url(context.get_x_argument(as_dictionary=True).get("url")))
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

@@ -1,0 +1,70 @@
+"""sessiondb: AI-agent conversation sessions as append-only rows in Postgres or SQLite.
+
+    async with SessionStore.open("sessions.db") as store:
+        await store.migrate()
+        info = await store.create_session()
+        await store.append(info.id, [{"role": "user", "content": "hello"}])
+        messages = await store.context(info.id)
+"""
+
+from .errors import (
+    ConfigurationError,
+    ConflictError,
+    HasChildrenError,
+    ImportFormatError,
+    InvalidInputError,
+    InvalidSessionIdError,
+    MissingDependencyError,
+    NotFoundError,
+    RecordNotFoundError,
+    SeqConflictError,
+    SessionDBError,
+    SessionNotFoundError,
+)
+from .models import (
+    Compaction,
+    ContentBlock,
+    ImageContent,
+    Message,
+    Metrics,
+    OtherContent,
+    Record,
+    SessionInfo,
+    SessionPage,
+    TextContent,
+    ThinkingContent,
+    Tombstone,
+    ToolCallContent,
+    Usage,
+)
+from .store import SessionStore
+
+__all__ = [
+    "Compaction",
+    "ConfigurationError",
+    "ConflictError",
+    "ContentBlock",
+    "HasChildrenError",
+    "ImageContent",
+    "ImportFormatError",
+    "InvalidInputError",
+    "InvalidSessionIdError",
+    "Message",
+    "Metrics",
+    "MissingDependencyError",
+    "NotFoundError",
+    "OtherContent",
+    "Record",
+    "RecordNotFoundError",
+    "SeqConflictError",
+    "SessionDBError",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "SessionPage",
+    "SessionStore",
+    "TextContent",
+    "ThinkingContent",
+    "Tombstone",
+    "ToolCallContent",
+    "Usage",
+]

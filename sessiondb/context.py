@@ -1,0 +1,108 @@
+"""Context assembly and tool-pair rules: plain functions over plain values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from . import jsoncodec
+from .models import Compaction, Message, TextContent
+
+# The spec's markers around a compaction summary (pi-mono's wording).
+SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:"
+    "\n\n<summary>\n"
+)
+SUMMARY_SUFFIX = "\n</summary>"
+
+
+def summary_message(compaction: Compaction) -> Message:
+    """The user message that stands for everything a compaction superseded."""
+    return Message(
+        role="user",
+        content=[TextContent(text=SUMMARY_PREFIX + compaction.summary + SUMMARY_SUFFIX)],
+    )
+
+
+def assemble(rows: Iterable[tuple[int, int, str | None]]) -> tuple[int | None, list[Message]]:
+    """Turn the context statement's ``(part, seq, payload)`` rows into messages.
+
+    Returns the session's head seq (``None`` when the session row was absent, i.e. not
+    found) and the messages the model should see.
+    """
+    head: int | None = None
+    messages: list[Message] = []
+    for part, seq, payload in rows:
+        if part == 0:
+            head = seq
+        elif part == 1:
+            assert payload is not None
+            messages.append(summary_message(Compaction.model_validate(jsoncodec.loads(payload))))
+        else:
+            assert payload is not None
+            messages.append(Message.model_validate(jsoncodec.loads(payload)))
+    return head, messages
+
+
+def tool_call_ids(message: Message) -> list[str]:
+    return [call.id for call in message.tool_calls()] if message.role == "assistant" else []
+
+
+def splits_tool_pair(window: Sequence[tuple[int, Message]], cut_after: int) -> bool:
+    """Whether cutting the history between ``cut_after`` and ``cut_after + 1`` separates
+    a tool call from its result.
+
+    ``window`` holds the messages around the cut, in seq order: from the last assistant
+    message at or before the cut to the first non-tool-result message after it.
+    """
+    calls_before: set[str] = set()
+    results_after: set[str] = set()
+    for seq, message in window:
+        if seq <= cut_after:
+            calls_before.update(tool_call_ids(message))
+        elif message.role == "toolResult" and message.tool_call_id is not None:
+            results_after.add(message.tool_call_id)
+    return bool(calls_before & results_after)
+
+
+def pair_members(
+    target_seq: int, target: Message, neighbours: Sequence[tuple[int, Message]]
+) -> list[int]:
+    """Seqs that must leave the context together with ``target``.
+
+    An assistant message takes the results of its tool calls with it; a tool result
+    takes its call (and so the call's other results). ``neighbours`` are the messages
+    around the target, in seq order.
+    """
+    call_seq: int | None = None
+    call_ids: set[str] = set()
+    if target.role == "assistant":
+        call_seq, call_ids = target_seq, set(tool_call_ids(target))
+    elif target.role == "toolResult" and target.tool_call_id is not None:
+        for seq, message in reversed(neighbours):
+            if seq < target_seq and target.tool_call_id in tool_call_ids(message):
+                call_seq, call_ids = seq, set(tool_call_ids(message))
+                break
+    if call_seq is None or not call_ids:
+        return [target_seq]
+    members = {target_seq, call_seq}
+    for seq, message in neighbours:
+        if seq > call_seq and message.role == "toolResult" and message.tool_call_id in call_ids:
+            members.add(seq)
+    return sorted(members)
+
+
+def payload_message(payload: str) -> Message:
+    return Message.model_validate(jsoncodec.loads(payload))
+
+
+def usage_totals(message: Message) -> tuple[tuple[int, int, int, int], float]:
+    """``((input, output, cache_read, cache_write), cost)`` of one message's usage."""
+    usage = message.usage
+    if usage is None:
+        return (0, 0, 0, 0), 0.0
+    cost: Any = (usage.cost or {}).get("total", 0.0)
+    return (
+        (usage.input, usage.output, usage.cache_read, usage.cache_write),
+        float(cost) if isinstance(cost, int | float) else 0.0,
+    )

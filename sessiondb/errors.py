@@ -1,0 +1,105 @@
+"""The exceptions sessiondb raises. Every one derives from :class:`SessionDBError`.
+
+A class's docstring is its default message.
+"""
+
+from __future__ import annotations
+
+
+class SessionDBError(Exception):
+    """A sessiondb operation failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__class__.__doc__ or "").strip())
+
+
+class NotFoundError(SessionDBError, LookupError):
+    """The thing asked for does not exist in this namespace."""
+
+
+class SessionNotFoundError(NotFoundError):
+    """No session with this id exists in this namespace."""
+
+    def __init__(self, session_id: str, namespace: str | None = None) -> None:
+        where = f" in namespace {namespace!r}" if namespace is not None else ""
+        super().__init__(f"session {session_id} not found{where}")
+        self.session_id = session_id
+
+
+class RecordNotFoundError(NotFoundError):
+    """No record with this seq exists in the session's lineage."""
+
+    def __init__(self, session_id: str, seq: int) -> None:
+        super().__init__(f"session {session_id} has no record with seq {seq}")
+        self.session_id = session_id
+        self.seq = seq
+
+
+class ConflictError(SessionDBError):
+    """The operation conflicts with the stored state."""
+
+
+class SeqConflictError(ConflictError):
+    """The session's head is not at the seq the caller expected; nothing was written."""
+
+    def __init__(self, session_id: str, expected_seq: int, actual_seq: int) -> None:
+        super().__init__(
+            f"session {session_id}: expected head seq {expected_seq}, found {actual_seq}; "
+            "nothing was written"
+        )
+        self.session_id = session_id
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+
+
+class HasChildrenError(ConflictError):
+    """The session has forks; delete them first or pass cascade=True."""
+
+    def __init__(self, session_id: str, children: list[str]) -> None:
+        shown = ", ".join(children[:5]) + (" …" if len(children) > 5 else "")
+        super().__init__(
+            f"session {session_id} has {len(children)} fork(s) ({shown}); "
+            "delete them first or pass cascade=True"
+        )
+        self.session_id = session_id
+        self.children = children
+
+
+class InvalidInputError(SessionDBError, ValueError):
+    """The input is not valid; nothing was written."""
+
+
+class InvalidSessionIdError(InvalidInputError):
+    """A session id must be a 26-character ULID in Crockford base32."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(
+            f"invalid session id {value!r}: expected a 26-character ULID "
+            "(Crockford base32, e.g. 01J9Z3K7Q8R2V5X4W6Y0A1B2C3)"
+        )
+        self.value = value
+
+
+class ImportFormatError(InvalidInputError):
+    """A line of an imported file cannot be read."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason
+
+
+class ConfigurationError(SessionDBError):
+    """sessiondb is configured wrongly."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional dependency is not installed."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'sessiondb[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra

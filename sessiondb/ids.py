@@ -1,0 +1,26 @@
+"""Session ids: ULIDs made here and checked before any query."""
+
+from __future__ import annotations
+
+import re
+
+from ulid import ULID
+
+from .errors import InvalidSessionIdError
+
+_ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+
+
+def new_session_id() -> str:
+    """A new ULID: sortable by creation time, 26 characters."""
+    return str(ULID())
+
+
+def check_session_id(value: object) -> str:
+    """Return ``value`` if it is a well-formed ULID, else raise :class:`InvalidSessionIdError`."""
+    if not isinstance(value, str) or _ULID_RE.fullmatch(value) is None:
+        raise InvalidSessionIdError(value)
+    # The first character of a 128-bit ULID is at most 7.
+    if value[0] > "7":
+        raise InvalidSessionIdError(value)
+    return value

@@ -1,0 +1,131 @@
+"""Table definitions. The Alembic migrations in ``migrations/`` create exactly these;
+``tests/test_migrations.py`` proves it.
+
+Both tables lead with the session id and every hot query filters on it, so the schema
+can be hash-partitioned or distributed by session id without a redesign.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.types import TypeDecorator
+
+# Prefixed names: sessiondb usually lives in a Postgres that other code shares.
+SESSIONS = "sessiondb_sessions"
+RECORDS = "sessiondb_records"
+VERSION_TABLE = "sessiondb_alembic_version"
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python, on every backend."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; sessiondb stores UTC timestamps")
+        value = value.astimezone(UTC)
+        # SQLite keeps the text as written; without an offset the text sorts in time order.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Id = String(26)
+
+sessions = Table(
+    SESSIONS,
+    metadata,
+    Column("id", Id, nullable=False),
+    Column("namespace", String(255), nullable=False),
+    Column("name", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    # Set to created_at until the first message, so listings can order by it alone.
+    Column("last_message_at", UTCDateTime, nullable=False),
+    Column("model", Text),
+    Column("source", String(16), nullable=False),
+    Column("cron_job_id", Text),
+    Column("system_prompt_override", Text),
+    Column("metadata_json", Text),
+    # The head of the record stream; bumped in the same transaction as every append.
+    Column("last_seq", BigInteger, nullable=False),
+    Column("message_count", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cost_total", Float, nullable=False),
+    # A fork inherits its parent's records with seq <= fork_seq by reference.
+    Column("parent_id", Id, ForeignKey(f"{SESSIONS}.id")),
+    Column("fork_seq", BigInteger),
+    PrimaryKeyConstraint("id"),
+    CheckConstraint("source IN ('interactive', 'cron')", name="source"),
+    CheckConstraint("(parent_id IS NULL) = (fork_seq IS NULL)", name="fork_point"),
+    Index(None, "namespace", "last_message_at", "id"),
+    Index(None, "parent_id"),
+)
+
+records = Table(
+    RECORDS,
+    metadata,
+    Column("session_id", Id, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("role", String(16)),
+    Column("created_at", UTCDateTime, nullable=False),
+    # External identity (Claude Code uuid, pi entry id): unique per session.
+    Column("uuid", Text),
+    Column("parent_uuid", Text),
+    Column("tool_call_id", Text),
+    Column("target_seq", BigInteger),  # tombstone
+    Column("first_kept_seq", BigInteger),  # compaction
+    Column("size", Integer, nullable=False),  # characters of payload, for estimates
+    # The record as JSON text, not jsonb: jsonb refuses \u0000, reorders keys and
+    # rewrites numbers, so it cannot give a transcript back as it came.
+    Column("payload", Text, nullable=False),
+    PrimaryKeyConstraint("session_id", "seq"),
+    ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
+    CheckConstraint("kind IN ('message', 'compaction', 'tombstone', 'entry')", name="kind"),
+    CheckConstraint("seq > 0", name="seq_positive"),
+    UniqueConstraint("session_id", "uuid"),
+    # The latest compaction and the tombstones of a session, found by index; the kept
+    # range is a primary-key range. One secondary index keeps appends cheap.
+    Index(None, "session_id", "kind", "seq"),
+)
