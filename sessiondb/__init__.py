@@ -1,10 +1,10 @@
 """sessiondb: AI-agent conversation sessions as append-only rows in Postgres or SQLite.
 
-    async with SessionStore.open("sessions.db") as store:
-        await store.migrate()
-        info = await store.create_session()
-        await store.append(info.id, [{"role": "user", "content": "hello"}])
-        messages = await store.context(info.id)
+async with SessionStore.open("sessions.db") as store:
+    await store.migrate()
+    info = await store.create_session()
+    await store.append(info.id, [{"role": "user", "content": "hello"}])
+    messages = await store.context(info.id)
 """
 
 from .errors import (
@@ -27,6 +27,7 @@ from .models import (
     ImageContent,
     Message,
     Metrics,
+    NewSession,
     OtherContent,
     Record,
     SessionInfo,
@@ -52,6 +53,7 @@ __all__ = [
     "Message",
     "Metrics",
     "MissingDependencyError",
+    "NewSession",
     "NotFoundError",
     "OtherContent",
     "Record",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from . import jsoncodec
 from .models import Compaction, Message, TextContent
@@ -94,15 +93,3 @@ def pair_members(
 
 def payload_message(payload: str) -> Message:
     return Message.model_validate(jsoncodec.loads(payload))
-
-
-def usage_totals(message: Message) -> tuple[tuple[int, int, int, int], float]:
-    """``((input, output, cache_read, cache_write), cost)`` of one message's usage."""
-    usage = message.usage
-    if usage is None:
-        return (0, 0, 0, 0), 0.0
-    cost: Any = (usage.cost or {}).get("total", 0.0)
-    return (
-        (usage.input, usage.output, usage.cache_read, usage.cache_write),
-        float(cost) if isinstance(cost, int | float) else 0.0,
-    )

@@ -16,8 +16,10 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SerializerFunctionWrapHandler,
     Tag,
     field_validator,
+    model_serializer,
 )
 from pydantic.alias_generators import to_camel
 
@@ -34,40 +36,49 @@ class WireModel(BaseModel):
 
     model_config = _WIRE
 
-    def model_post_init(self, context: Any, /) -> None:
-        # A literal ``type`` is part of the wire shape even when the caller let it default.
-        if "type" in type(self).model_fields:
-            self.model_fields_set.add("type")
-
     def to_wire(self) -> dict[str, Any]:
         """The JSON object for this value: camelCase, only the fields that were set."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-class TextContent(WireModel):
+class Block(WireModel):
+    """A content block; its ``type`` is always part of the wire shape."""
+
+    type: str
+
+    @model_serializer(mode="wrap")
+    def _with_type(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # exclude_unset would drop a ``type`` the caller let default; the wire needs it.
+        data = handler(self)
+        if isinstance(data, dict) and "type" not in data:
+            data = {"type": self.type, **data}
+        return data
+
+
+class TextContent(Block):
     type: Literal["text"] = "text"
     text: str
 
 
-class ToolCallContent(WireModel):
+class ToolCallContent(Block):
     type: Literal["toolCall"] = "toolCall"
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class ThinkingContent(WireModel):
+class ThinkingContent(Block):
     type: Literal["thinking"] = "thinking"
     thinking: str
 
 
-class ImageContent(WireModel):
+class ImageContent(Block):
     type: Literal["image"] = "image"
     data: str
     mime_type: str
 
 
-class OtherContent(WireModel):
+class OtherContent(Block):
     """A content block of a type sessiondb does not model; kept exactly as it came."""
 
     type: str
@@ -222,3 +233,120 @@ class SessionPage(BaseModel):
 
     items: list[SessionInfo]
     next_cursor: str | None
+
+
+class NewSession(BaseModel):
+    """A session to create together with its messages (``SessionStore.import_sessions``)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str | None = None
+    model: str | None = None
+    source: Source = "interactive"
+    cron_job_id: str | None = None
+    system_prompt_override: str | None = None
+    metadata: dict[str, Any] | None = None
+    messages: list[Any] = Field(default_factory=list)
+
+
+# -- fast checks of wire-shape dicts --------------------------------------------------
+#
+# Validating a dict through ``Message`` costs ~10 µs here; a bulk import of 100k
+# messages would spend more time in pydantic than in the database. These checks accept
+# a subset of what ``Message.model_validate`` accepts (strict types, no coercion), so
+# every stored payload still validates when it is read back.
+
+_ROLES = frozenset(("user", "assistant", "toolResult"))
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
+    # type -> (field, python type, required)
+    "text": (("text", str, True),),
+    "toolCall": (("id", str, True), ("name", str, True), ("arguments", dict, False)),
+    "thinking": (("thinking", str, True),),
+    "image": (("data", str, True), ("mimeType", str, True)),
+}
+_OPTIONAL_STR = ("toolCallId", "toolName", "uuid", "parentUuid")
+_USAGE_INTS = ("input", "output", "cacheRead", "cacheWrite")
+
+
+def wire_message_error(data: Any) -> str | None:
+    """Why ``data`` is not a wire-shape message, or ``None`` if it is."""
+    if not isinstance(data, dict):
+        return f"expected an object, got {type(data).__name__}"
+    role = data.get("role")
+    if role not in _ROLES:
+        return f"role must be one of user, assistant, toolResult; got {role!r}"
+    content = data.get("content")
+    if isinstance(content, list):
+        for i, block in enumerate(content):
+            error = _block_error(block)
+            if error:
+                return f"content[{i}]: {error}"
+    elif not isinstance(content, str):
+        return f"content must be a list of blocks or a string, got {type(content).__name__}"
+    for key in _OPTIONAL_STR:
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"{key} must be a string, got {type(value).__name__}"
+    is_error = data.get("isError")
+    if is_error is not None and not isinstance(is_error, bool):
+        return f"isError must be a boolean, got {type(is_error).__name__}"
+    usage = data.get("usage")
+    if usage is not None:
+        return _usage_error(usage)
+    return None
+
+
+def _block_error(block: Any) -> str | None:
+    if not isinstance(block, dict):
+        return f"a block must be an object, got {type(block).__name__}"
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return "a block needs a string 'type'"
+    for name, expected, required in _BLOCK_FIELDS.get(kind, ()):
+        value = block.get(name)
+        if value is None and not required and name not in block:
+            continue
+        if not isinstance(value, expected):
+            return f"{kind} block: {name} must be {expected.__name__}, got {type(value).__name__}"
+    return None
+
+
+def _usage_error(usage: Any) -> str | None:
+    if not isinstance(usage, dict):
+        return f"usage must be an object, got {type(usage).__name__}"
+    for key in _USAGE_INTS:
+        value = usage.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"usage.{key} must be an integer, got {value!r}"
+    total = usage.get("totalTokens")
+    if total is not None and (not isinstance(total, int) or isinstance(total, bool)):
+        return f"usage.totalTokens must be an integer, got {total!r}"
+    cost = usage.get("cost")
+    if cost is not None and not isinstance(cost, dict):
+        return f"usage.cost must be an object, got {type(cost).__name__}"
+    return None
+
+
+def wire_text(data: dict[str, Any]) -> str:
+    """The text blocks of a checked wire-shape message, joined by newlines."""
+    content = data["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(b["text"] for b in content if b.get("type") == "text")
+
+
+def wire_usage(data: dict[str, Any]) -> tuple[tuple[int, int, int, int], float]:
+    """``((input, output, cache_read, cache_write), cost)`` of a checked message."""
+    usage = data.get("usage")
+    if not usage:
+        return (0, 0, 0, 0), 0.0
+    cost = (usage.get("cost") or {}).get("total", 0.0)
+    return (
+        (
+            usage.get("input", 0),
+            usage.get("output", 0),
+            usage.get("cacheRead", 0),
+            usage.get("cacheWrite", 0),
+        ),
+        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0,
+    )

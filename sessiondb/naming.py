@@ -13,9 +13,11 @@ def derive_name(text: str, limit: int = NAME_LENGTH) -> str | None:
 
     Control characters and lone surrogates are dropped, so the name is always storable.
     """
-    cleaned = "".join(
-        ch for ch in text if ch.isprintable() or ch.isspace()
-    ).encode("utf-8", "ignore" if _has_surrogate(text) else "strict").decode("utf-8")
+    cleaned = (
+        "".join(ch for ch in text if ch.isprintable() or ch.isspace())
+        .encode("utf-8", "ignore" if _has_surrogate(text) else "strict")
+        .decode("utf-8")
+    )
     cleaned = _SPACE.sub(" ", cleaned).strip()
     if not cleaned:
         return None

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    case,
     delete,
     func,
     literal,
@@ -43,8 +44,8 @@ RECORD_COLUMNS = (
 def lineage(session_id: str, namespace: str) -> CTE:
     """The session and its ancestors, each with the highest seq it contributes.
 
-    Columns: ``id``, ``upto`` (the session's own head, or for an ancestor the fork
-    point of the child below it), ``parent_id``, ``fork_seq``, ``depth``.
+    Columns: ``id``, ``upto`` (the session's own head, or for an ancestor the lowest
+    fork point below it), ``parent_id``, ``fork_seq``, ``depth``.
     """
     s = sessions
     base = select(
@@ -56,10 +57,13 @@ def lineage(session_id: str, namespace: str) -> CTE:
     ).where(s.c.id == session_id, s.c.namespace == namespace)
     cte = base.cte("lineage", recursive=True)
     parent = sessions.alias("parent")
+    # An ancestor contributes up to the lowest fork point below it: a fork of a fork taken
+    # before the first fork point must not see the grandparent's later records.
+    upto = case((cte.c.fork_seq < cte.c.upto, cte.c.fork_seq), else_=cte.c.upto)
     return cte.union_all(
         select(
             parent.c.id,
-            cte.c.fork_seq,
+            upto,
             parent.c.parent_id,
             parent.c.fork_seq,
             cte.c.depth + 1,
@@ -115,9 +119,7 @@ def context(session_id: str, namespace: str) -> Select[Any]:
         )
     )
     union = union_all(head, overlay, messages).subquery("ctx")
-    return select(union.c.part, union.c.seq, union.c.payload).order_by(
-        union.c.part, union.c.seq
-    )
+    return select(union.c.part, union.c.seq, union.c.payload).order_by(union.c.part, union.c.seq)
 
 
 def lineage_records(
@@ -181,9 +183,7 @@ def subtree_ids(session_id: str, namespace: str) -> Select[Any]:
         .cte("subtree", recursive=True)
     )
     child = sessions.alias("child")
-    cte = cte.union_all(
-        select(child.c.id, cte.c.depth + 1).where(child.c.parent_id == cte.c.id)
-    )
+    cte = cte.union_all(select(child.c.id, cte.c.depth + 1).where(child.c.parent_id == cte.c.id))
     return select(cte.c.id, cte.c.depth).order_by(cte.c.depth.desc())
 
 
@@ -291,9 +291,7 @@ def count_messages(session_id: str, upto: int) -> Select[Any]:
     )
 
 
-def copy_lineage(
-    source_id: str, namespace: str, target_id: str, upto: int
-) -> Any:
+def copy_lineage(source_id: str, namespace: str, target_id: str, upto: int) -> Any:
     """``INSERT … SELECT`` of the lineage's records with ``seq <= upto`` into ``target_id``."""
     lin = lineage(source_id, namespace)
     cols = [c for c in records.c if c.name != "session_id"]

@@ -66,9 +66,7 @@ def upgrade() -> None:
         "sessiondb_sessions",
         ["namespace", "last_message_at", "id"],
     )
-    op.create_index(
-        op.f("ix_sessiondb_sessions_parent_id"), "sessiondb_sessions", ["parent_id"]
-    )
+    op.create_index(op.f("ix_sessiondb_sessions_parent_id"), "sessiondb_sessions", ["parent_id"])
 
     op.create_table(
         "sessiondb_records",
@@ -108,9 +106,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index(
-        op.f("ix_sessiondb_records_session_id_kind_seq"), table_name="sessiondb_records"
-    )
+    op.drop_index(op.f("ix_sessiondb_records_session_id_kind_seq"), table_name="sessiondb_records")
     op.drop_table("sessiondb_records")
     op.drop_index(op.f("ix_sessiondb_sessions_parent_id"), table_name="sessiondb_sessions")
     op.drop_index(

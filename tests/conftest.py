@@ -1,0 +1,180 @@
+"""Test databases: the same suite on SQLite and on a real Postgres.
+
+Postgres is found, in order: ``SESSIONDB_TEST_DATABASE_URL``; the local server on
+127.0.0.1:5432; a testcontainers Postgres where a Docker engine answers. Without one the
+Postgres tests are skipped with the reason, and ``SESSIONDB_REQUIRE_POSTGRES=1`` turns
+that skip into a failure (CI sets it).
+
+Each run migrates one template database and gives every test a fresh copy, which the
+run drops at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import URL, make_url
+
+from sessiondb import SessionStore
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@dataclass
+class Postgres:
+    admin_url: URL | None
+    reason: str
+    template: str | None = None
+    container: object | None = None
+
+
+async def _can_connect(url: URL) -> str | None:
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(
+            user=url.username, password=url.password, host=url.host or "127.0.0.1",
+            port=url.port or 5432, database=url.database or "postgres", timeout=3,
+        )
+    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    await conn.close()
+    return None
+
+
+def _find_postgres() -> Postgres:
+    explicit = os.environ.get("SESSIONDB_TEST_DATABASE_URL")
+    if explicit:
+        url = make_url(explicit)
+        error = asyncio.run(_can_connect(url))
+        if error:
+            return Postgres(None, f"SESSIONDB_TEST_DATABASE_URL={explicit} unreachable: {error}")
+        return Postgres(url, "")
+    errors = []
+    for user in dict.fromkeys([os.environ.get("PGUSER") or "root", "postgres"]):
+        url = make_url(f"postgresql://{user}@127.0.0.1:5432/postgres")
+        error = asyncio.run(_can_connect(url))
+        if error is None:
+            return Postgres(url, "")
+        errors.append(f"{user}@127.0.0.1:5432: {error}")
+    try:
+        from testcontainers.postgres import PostgresContainer
+
+        container = PostgresContainer("postgres:16-alpine", driver=None)
+        container.start()
+    except Exception as exc:  # no Docker engine: the usual case on CI machines without one
+        errors.append(f"testcontainers: {type(exc).__name__}: {exc}")
+        return Postgres(None, "no Postgres found (" + "; ".join(errors) + ")")
+    return Postgres(make_url(container.get_connection_url()), "", container=container)
+
+
+async def _admin(url: URL, *statements: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(
+        user=url.username, password=url.password, host=url.host,
+        port=url.port or 5432, database=url.database or "postgres",
+    )
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def _migrate(url: str) -> None:
+    async with SessionStore.open(url) as store:
+        await store.migrate()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    pg = _find_postgres()
+    if pg.admin_url is not None:
+        run = uuid.uuid4().hex[:10]
+        pg.template = f"sessiondb_test_{run}_template"
+        asyncio.run(_admin(pg.admin_url, f'CREATE DATABASE "{pg.template}"'))
+        asyncio.run(_migrate(pg.admin_url.set(database=pg.template).render_as_string(False)))
+    yield pg
+    if pg.admin_url is not None:
+        asyncio.run(_drop_run_databases(pg))
+    if pg.container is not None:
+        pg.container.stop()  # type: ignore[attr-defined]
+
+
+async def _drop_run_databases(pg: Postgres) -> None:
+    import asyncpg
+
+    assert pg.admin_url is not None and pg.template is not None
+    prefix = pg.template.removesuffix("_template")
+    url = pg.admin_url
+    conn = await asyncpg.connect(
+        user=url.username, password=url.password, host=url.host,
+        port=url.port or 5432, database=url.database or "postgres",
+    )
+    try:
+        names = await conn.fetch("SELECT datname FROM pg_database WHERE datname LIKE $1", prefix + "%")
+        for row in names:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{row["datname"]}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def _require_postgres(pg: Postgres) -> URL:
+    if pg.admin_url is None:
+        message = f"Postgres tests need a server: {pg.reason}"
+        if os.environ.get("SESSIONDB_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message + " (SESSIONDB_REQUIRE_POSTGRES=1)")
+        pytest.skip(message)
+    return pg.admin_url
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.sqlite3"
+    asyncio.run(_migrate(str(path)))
+    return path
+
+
+def new_database_url(
+    backend: str, postgres: Postgres, sqlite_template: Path, tmp_path: Path
+) -> str:
+    """A fresh, migrated database of ``backend`` for one test."""
+    if backend == "sqlite":
+        path = tmp_path / f"{uuid.uuid4().hex[:8]}.sqlite3"
+        shutil.copyfile(sqlite_template, path)
+        return str(path)
+    admin = _require_postgres(postgres)
+    name = f"{postgres.template.removesuffix('_template')}_{uuid.uuid4().hex[:10]}"  # type: ignore[union-attr]
+    asyncio.run(_admin(admin, f'CREATE DATABASE "{name}" TEMPLATE "{postgres.template}"'))
+    return admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(False)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, postgres: Postgres, sqlite_template: Path, tmp_path: Path) -> str:
+    """The URL of a fresh migrated database on the test's backend."""
+    return new_database_url(backend, postgres, sqlite_template, tmp_path)
+
+
+@pytest.fixture
+def pg_url(postgres: Postgres, sqlite_template: Path, tmp_path: Path) -> str:
+    """The URL of a fresh migrated Postgres database (for Postgres-only tests)."""
+    return new_database_url("postgres", postgres, sqlite_template, tmp_path)
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[SessionStore]:
+    async with SessionStore.open(db_url) as s:
+        yield s
