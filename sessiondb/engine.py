@@ -10,7 +10,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from .config import Settings
-from .errors import ConflictError, MissingDependencyError, SessionDBError
+from .errors import (
+    ConfigurationError,
+    ConflictError,
+    MissingDependencyError,
+    SessionDBError,
+)
 
 # Milliseconds a SQLite writer waits for the write lock before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -79,6 +84,11 @@ def constraint_name(exc: IntegrityError) -> str:
 def translate(exc: DBAPIError) -> SessionDBError:
     """The domain error for a driver error that escaped the store's own handling."""
     text = str(exc.orig)
+    if ("no such table: sessiondb_" in text) or ('relation "sessiondb_' in text):
+        return ConfigurationError(
+            "the database has no sessiondb schema (or an old one); run `sessiondb migrate` "
+            f"or `await store.migrate()` ({text})"
+        )
     if "database is locked" in text or "could not serialize" in text or "deadlock" in text:
         return ConflictError(f"the database is busy; try again ({text})")
     return DatabaseError(f"{type(exc.orig).__name__}: {text}")

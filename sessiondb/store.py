@@ -624,7 +624,7 @@ class SessionStore:
             Record(
                 session_id=session_id,
                 seq=p["seq"],
-                kind=r.kind,  # type: ignore[arg-type]
+                kind=r.kind,
                 created_at=at,
                 uuid=r.uuid,
                 **_typed(r),

@@ -1,0 +1,235 @@
+"""``sessiondb``: migrate and inspect a session database from the shell.
+
+Each subcommand is a small parser set-up and one handler over the public API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TextIO
+
+from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL
+from .errors import SessionDBError
+from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
+from .store import SessionStore
+
+Handler = Callable[[SessionStore, argparse.Namespace, TextIO], Coroutine[Any, Any, None]]
+
+RESULT_PREVIEW = 400
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sessiondb",
+        description="AI-agent conversation sessions in Postgres or SQLite.",
+    )
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help=f"database URL or SQLite file (default: ${ENV_URL}, else ./{DEFAULT_SQLITE_FILE})",
+    )
+    parser.add_argument(
+        "--namespace", help=f"tenant namespace (default: ${ENV_NAMESPACE}, else 'default')"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    migrate = commands.add_parser("migrate", help="upgrade the schema to the newest revision")
+    migrate.add_argument("--revision", default="head", help="target revision (default: head)")
+    migrate.set_defaults(handler=_migrate)
+
+    sessions = commands.add_parser("sessions", help="list, show and remove sessions")
+    verbs = sessions.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    ls = verbs.add_parser("list", help="sessions, newest activity first")
+    ls.add_argument("--limit", type=int, default=50, help="page size (default 50)")
+    ls.add_argument("--cursor", help="the next_cursor printed by the previous page")
+    ls.add_argument("--source", choices=["interactive", "cron"])
+    ls.add_argument("--parent", metavar="ID", help="only forks of this session")
+    ls.add_argument("--json", action="store_true", help="print JSON for scripts")
+    ls.set_defaults(handler=_list)
+
+    show = verbs.add_parser("show", help="a session's transcript")
+    show.add_argument("id")
+    show.add_argument(
+        "--all", action="store_true", help="include tombstoned records (marked as deleted)"
+    )
+    show.add_argument("--json", action="store_true", help="print JSON for scripts")
+    show.set_defaults(handler=_show)
+
+    rm = verbs.add_parser("rm", help="delete a session and its records")
+    rm.add_argument("id")
+    rm.add_argument("--cascade", action="store_true", help="also delete its forks")
+    rm.set_defaults(handler=_rm)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 1 error, 2 usage)."""
+    args = build_parser().parse_args(argv)
+    stream = out or sys.stdout
+    try:
+        asyncio.run(_run(args, stream))
+    except SessionDBError as exc:
+        print(f"sessiondb: error: {_chain(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+async def _run(args: argparse.Namespace, out: TextIO) -> None:
+    handler: Handler = args.handler
+    async with SessionStore.open(args.db, args.namespace) as store:
+        await handler(store, args, out)
+
+
+def _chain(exc: BaseException) -> str:
+    """The exception and its causes, one per line, on one screen."""
+    parts = [str(exc) or type(exc).__name__]
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and len(parts) < 6:
+        first_line = (str(cause).splitlines() or [""])[0]
+        parts.append(f"  caused by {type(cause).__name__}: {first_line}")
+        cause = cause.__cause__ or cause.__context__
+    return "\n".join(parts)
+
+
+async def _migrate(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    await store.migrate(args.revision)
+    url = store.settings.url.render_as_string(hide_password=True)
+    print(f"migrated {url} to {args.revision}", file=out)
+
+
+async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    page = await store.list_sessions(
+        limit=args.limit, cursor=args.cursor, source=args.source, parent_id=args.parent
+    )
+    if args.json:
+        data = {
+            "items": [s.model_dump(mode="json", by_alias=True) for s in page.items],
+            "nextCursor": page.next_cursor,
+        }
+        json.dump(data, out, indent=2)
+        out.write("\n")
+        return
+    rows = [("ID", "LAST ACTIVITY", "MSGS", "SOURCE", "NAME")]
+    for s in page.items:
+        when = s.last_message_at or s.created_at
+        name = s.name or ""
+        if s.parent_id:
+            name = f"{name} (fork of {s.parent_id}@{s.fork_seq})"
+        rows.append(
+            (s.id, when.strftime("%Y-%m-%d %H:%M:%S"), str(s.message_count), s.source, name)
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4], file=out)
+    if not page.items:
+        print("(no sessions)", file=out)
+    if page.next_cursor:
+        print(f"more: --cursor {page.next_cursor}", file=out)
+
+
+async def _show(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    info = await store.get_session(args.id)
+    recs = await store.records(args.id, include_tombstoned=args.all)
+    if args.json:
+        data = {
+            "session": info.model_dump(mode="json", by_alias=True),
+            "records": [_record_json(r) for r in recs],
+        }
+        json.dump(data, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+        return
+    dead = {r.tombstone.target_seq for r in recs if r.tombstone is not None}
+    _print_header(info, out)
+    for r in recs:
+        for line in _record_lines(r, deleted=r.seq in dead):
+            print(line, file=out)
+
+
+def _record_json(r: Record) -> dict[str, Any]:
+    body: Any = r.message or r.compaction or r.tombstone or r.entry
+    return {
+        "seq": r.seq,
+        "kind": r.kind,
+        "sessionId": r.session_id,
+        "createdAt": r.created_at.isoformat(),
+        "uuid": r.uuid,
+        "data": body.to_wire() if hasattr(body, "to_wire") else body,
+    }
+
+
+def _print_header(info: SessionInfo, out: TextIO) -> None:
+    print(f"session {info.id}  {info.name or '(unnamed)'}", file=out)
+    details = [f"{info.message_count} messages", f"head #{info.last_seq}", info.source]
+    if info.model:
+        details.append(f"model {info.model}")
+    if info.parent_id:
+        details.append(f"fork of {info.parent_id} at #{info.fork_seq}")
+    m = info.metrics
+    if m.input_tokens or m.output_tokens:
+        details.append(f"tokens in {m.input_tokens} / out {m.output_tokens}")
+    print("  " + ", ".join(details), file=out)
+    print("", file=out)
+
+
+def _record_lines(r: Record, *, deleted: bool) -> list[str]:
+    mark = " [deleted]" if deleted else ""
+    if r.message is not None:
+        return _message_lines(r.seq, r.message, mark)
+    if r.compaction is not None:
+        c = r.compaction
+        return [
+            f"#{r.seq} ── compaction: history before #{c.first_kept_seq} summarised "
+            f"({c.tokens_before} tokens){mark}",
+            *_indent(c.summary),
+        ]
+    if r.tombstone is not None:
+        reason = f": {r.tombstone.reason}" if r.tombstone.reason else ""
+        return [f"#{r.seq} ── deleted #{r.tombstone.target_seq}{reason}"]
+    kind = (r.entry or {}).get("type", "entry")
+    return [f"#{r.seq} ── {kind}{mark}"]
+
+
+def _message_lines(seq: int, m: Message, mark: str) -> list[str]:
+    label = {"user": "user", "assistant": "assistant", "toolResult": "tool result"}[m.role]
+    if m.role == "toolResult":
+        label += f" {m.tool_name or ''}({m.tool_call_id or '?'})".replace(" (", "(")
+        if m.is_error:
+            label += " ERROR"
+    lines = [f"#{seq} {label}{mark}"]
+    for block in m.content:
+        if isinstance(block, TextContent):
+            text = block.text
+            if m.role == "toolResult" and len(text) > RESULT_PREVIEW:
+                text = text[:RESULT_PREVIEW] + f"… ({len(block.text)} characters)"
+            lines.extend(_indent(text))
+        elif isinstance(block, ToolCallContent):
+            args = json.dumps(block.arguments, ensure_ascii=False)
+            if len(args) > RESULT_PREVIEW:
+                args = args[:RESULT_PREVIEW] + "…"
+            lines.append(f"    → {block.name}({block.id}) {args}")
+        elif isinstance(block, ThinkingContent):
+            lines.extend(_indent(block.thinking, prefix="    (thinking) "))
+        else:
+            lines.append(f"    [{block.type}]")
+    return lines
+
+
+def _indent(text: str, prefix: str = "    ") -> list[str]:
+    return [prefix + line for line in text.splitlines()] or [prefix.rstrip()]
+
+
+async def _rm(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    deleted = await store.delete_session(args.id, cascade=args.cascade)
+    for session_id in deleted:
+        print(f"deleted {session_id}", file=out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
