@@ -92,3 +92,11 @@ def translate(exc: DBAPIError) -> SessionDBError:
     if "database is locked" in text or "could not serialize" in text or "deadlock" in text:
         return ConflictError(f"the database is busy; try again ({text})")
     return DatabaseError(f"{type(exc.orig).__name__}: {text}")
+
+
+def translate_driver_error(exc: Exception) -> Exception:
+    """The domain error for an exception raised by asyncpg used directly (the append
+    fast path); anything that is not a database error passes through unchanged."""
+    if type(exc).__module__.startswith("asyncpg"):
+        return DatabaseError(f"{type(exc).__name__}: {exc}")
+    return exc

@@ -13,12 +13,10 @@ def derive_name(text: str, limit: int = NAME_LENGTH) -> str | None:
 
     Control characters and lone surrogates are dropped, so the name is always storable.
     """
-    cleaned = (
-        "".join(ch for ch in text if ch.isprintable() or ch.isspace())
-        .encode("utf-8", "ignore" if _has_surrogate(text) else "strict")
-        .decode("utf-8")
-    )
-    cleaned = _SPACE.sub(" ", cleaned).strip()
+    # Only the start matters; this runs on every append that carries a user message.
+    cleaned = _SPACE.sub(" ", text[: limit * 4]).strip()
+    if not cleaned.isprintable():
+        cleaned = _SPACE.sub(" ", "".join(ch for ch in cleaned if ch.isprintable())).strip()
     if not cleaned:
         return None
     if len(cleaned) <= limit:
@@ -26,7 +24,3 @@ def derive_name(text: str, limit: int = NAME_LENGTH) -> str | None:
     cut = cleaned.rfind(" ", 0, limit + 1)
     head = cleaned[:cut] if cut >= limit // 2 else cleaned[:limit]
     return head.rstrip(" ,.;:-") + "…"
-
-
-def _has_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)

@@ -21,7 +21,13 @@ from . import jsoncodec
 from . import migrate as migrations
 from . import statements as q
 from .config import Settings
-from .engine import WRITE_OPTION, constraint_name, create_engine, translate
+from .engine import (
+    WRITE_OPTION,
+    constraint_name,
+    create_engine,
+    translate,
+    translate_driver_error,
+)
 from .errors import (
     ConflictError,
     HasChildrenError,
@@ -195,7 +201,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         at, session_id = jsoncodec.loads(raw)
-        return datetime.fromisoformat(at), check_session_id(session_id)
+        when = datetime.fromisoformat(at)
+        if when.tzinfo is None:  # the stored timestamps are UTC; a naive one cannot compare
+            raise ValueError("cursor timestamp has no UTC offset")
+        return when, check_session_id(session_id)
     except (binascii.Error, ValueError, TypeError) as exc:
         raise InvalidInputError(f"invalid cursor {cursor!r}: pass back a next_cursor") from exc
 
@@ -276,7 +285,9 @@ class SessionStore:
     # -- units of work --------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _unit(self, write: bool) -> AsyncIterator[AsyncConnection]:
+    async def _unit(
+        self, write: bool, transaction: bool = True
+    ) -> AsyncIterator[AsyncConnection]:
         async with contextlib.AsyncExitStack() as stack:
             if self._serial is not None:
                 await stack.enter_async_context(self._serial)
@@ -284,6 +295,9 @@ class SessionStore:
                 conn = await stack.enter_async_context(self.engine.connect())
                 if write and self._is_sqlite:
                     await conn.execution_options(**{WRITE_OPTION: True})
+                if not transaction:  # the caller runs one self-contained statement
+                    yield conn
+                    return
                 async with conn.begin():
                     yield conn
             except IntegrityError as exc:
@@ -591,14 +605,96 @@ class SessionStore:
             return []
         for attempt in range(3):
             try:
-                async with self._write() as conn:
-                    return await self._append_in(conn, session_id, rows, expected_seq, uuids)
+                if self._is_sqlite:
+                    async with self._write() as conn:
+                        return await self._append_in(conn, session_id, rows, expected_seq, uuids)
+                return await self._append_pg(session_id, rows, expected_seq, uuids)
             except _DuplicateUuid:
                 if attempt == 2:
                     raise ConflictError(
                         f"session {session_id}: uuids kept colliding with concurrent writers"
                     ) from None
         raise AssertionError("unreachable")
+
+    async def _append_pg(
+        self, session_id: str, rows: list[_Row], expected_seq: int | None, uuids: list[str]
+    ) -> list[Record]:
+        """The append as one statement on the pooled asyncpg connection: autocommit when
+        there are no uuids to look up first, else inside a transaction with the lookup."""
+        async with self._unit(write=True, transaction=bool(uuids)) as conn:
+            stored: dict[str, Record] = {}
+            if uuids:
+                result = await conn.execute(q.existing_uuids(session_id, self.namespace, uuids))
+                stored = {r.uuid: _record(r) for r in result}
+            new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
+            if not new_rows:
+                return [stored[r.uuid] for r in rows if r.uuid is not None]
+            delta = _HeadDelta.of(new_rows)
+            at = _now()
+            raw = await conn.get_raw_connection()
+            driver: Any = raw.driver_connection
+            try:
+                columns = [
+                    [r.kind for r in new_rows],
+                    [r.role for r in new_rows],
+                    [r.uuid for r in new_rows],
+                    [r.parent_uuid for r in new_rows],
+                    [r.tool_call_id for r in new_rows],
+                    [r.target_seq for r in new_rows],
+                    [r.first_kept_seq for r in new_rows],
+                    [len(r.payload) for r in new_rows],
+                    [r.payload for r in new_rows],
+                ]
+                one = len(new_rows) == 1
+                inserted = await driver.fetch(
+                    q.PG_APPEND_ONE if one else q.PG_APPEND_MANY,
+                    session_id,
+                    self.namespace,
+                    len(new_rows),
+                    delta.messages,
+                    at,
+                    delta.name,
+                    *delta.tokens,
+                    delta.cost,
+                    expected_seq,
+                    *([c[0] for c in columns] if one else columns),
+                )
+            except Exception as exc:  # asyncpg's own errors: this bypasses SQLAlchemy
+                if getattr(exc, "constraint_name", None) == UUID_CONSTRAINT:
+                    raise _DuplicateUuid() from exc
+                raise translate_driver_error(exc) from exc
+        if not inserted:  # the head did not match: no session, or not the expected seq
+            async with self._read() as check:
+                await self._raise_missing_or_conflict(check, session_id, expected_seq)
+        first = min(r[0] for r in inserted)
+        return self._merge_stored(session_id, rows, new_rows, stored, first, at)
+
+    def _merge_stored(
+        self,
+        session_id: str,
+        rows: list[_Row],
+        new_rows: list[_Row],
+        stored: dict[str, Record],
+        first: int,
+        at: datetime,
+    ) -> list[Record]:
+        """The records for ``rows``, in order: the stored ones for known uuids, the new
+        ones numbered from ``first``."""
+        fresh = iter(
+            Record(
+                session_id=session_id,
+                seq=first + i,
+                kind=r.kind,
+                created_at=at,
+                uuid=r.uuid,
+                **_typed(r),
+            )
+            for i, r in enumerate(new_rows)
+        )
+        return [
+            stored[r.uuid] if r.uuid is not None and r.uuid in stored else next(fresh)
+            for r in rows
+        ]
 
     async def _append_in(
         self,
@@ -610,7 +706,7 @@ class SessionStore:
     ) -> list[Record]:
         stored: dict[str, Record] = {}
         if uuids:
-            result = await conn.execute(q.existing_uuids(session_id, uuids))
+            result = await conn.execute(q.existing_uuids(session_id, self.namespace, uuids))
             stored = {r.uuid: _record(r) for r in result}
         new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
         if not new_rows:
@@ -620,20 +716,7 @@ class SessionStore:
         first = head - len(new_rows) + 1
         params = [r.params(session_id, first + i, at) for i, r in enumerate(new_rows)]
         await conn.execute(insert(records), params)
-        fresh = iter(
-            Record(
-                session_id=session_id,
-                seq=p["seq"],
-                kind=r.kind,
-                created_at=at,
-                uuid=r.uuid,
-                **_typed(r),
-            )
-            for p, r in zip(params, new_rows, strict=True)
-        )
-        return [
-            stored[r.uuid] if r.uuid is not None and r.uuid in stored else next(fresh) for r in rows
-        ]
+        return self._merge_stored(session_id, rows, new_rows, stored, first, at)
 
     async def _bump(
         self,
@@ -644,18 +727,21 @@ class SessionStore:
         expected_seq: int | None,
     ) -> int:
         delta = _HeadDelta.of(rows)
-        stmt = q.bump_head(
-            session_id,
-            self.namespace,
-            count=len(rows),
-            messages=delta.messages,
-            at=at,
-            expected_seq=expected_seq,
-            name=delta.name,
-            tokens=delta.tokens,
-            cost=delta.cost,
-        )
-        head = (await conn.execute(stmt)).scalar()
+        params = {
+            "sid": session_id,
+            "ns": self.namespace,
+            "count": len(rows),
+            "messages": delta.messages,
+            "at": at,
+            "name": delta.name,
+            "d_input": delta.tokens[0],
+            "d_output": delta.tokens[1],
+            "d_cache_read": delta.tokens[2],
+            "d_cache_write": delta.tokens[3],
+            "d_cost": delta.cost,
+            "expected": expected_seq,
+        }
+        head = (await conn.execute(q.bump_head(expected_seq), params)).scalar()
         if head is None:
             await self._raise_missing_or_conflict(conn, session_id, expected_seq)
         assert head is not None
@@ -690,7 +776,8 @@ class SessionStore:
         """
         check_session_id(session_id)
         async with self._read() as conn:
-            rows = (await conn.execute(q.context(session_id, self.namespace))).all()
+            stmt = q.context(session_id, self.namespace, lateral=not self._is_sqlite)
+            rows = (await conn.execute(stmt)).all()
         head, messages = ctx.assemble((r.part, r.seq, r.payload) for r in rows)
         if head is None:
             raise SessionNotFoundError(session_id, self.namespace)
@@ -771,7 +858,11 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        if not isinstance(first_kept_seq, int) or first_kept_seq < 1:
+        if (
+            not isinstance(first_kept_seq, int)
+            or isinstance(first_kept_seq, bool)
+            or first_kept_seq < 1
+        ):
             raise InvalidInputError(
                 f"first_kept_seq must be a positive int, got {first_kept_seq!r}"
             )
@@ -883,6 +974,8 @@ class SessionStore:
             InvalidInputError: ``at_seq`` is beyond the head or inside a tool call/result pair.
         """
         check_session_id(session_id)
+        if at_seq is not None and (not isinstance(at_seq, int) or isinstance(at_seq, bool)):
+            raise InvalidInputError(f"at_seq must be an int or None, got {at_seq!r}")
         name = _column_text(name, "name")
         child_id = new_session_id()
         now = _now()
@@ -892,7 +985,7 @@ class SessionStore:
                 raise SessionNotFoundError(session_id, self.namespace)
             head = int(row.last_seq)
             point = head if at_seq is None else at_seq
-            if not isinstance(point, int) or not 0 <= point <= head:
+            if not 0 <= point <= head:
                 raise InvalidInputError(
                     f"at_seq must be an int in 0..{head} (the head of {session_id}), got {at_seq!r}"
                 )
@@ -993,32 +1086,18 @@ class SessionStore:
         """The messages around ``seq`` that a tool call and its results can span: from the
         last assistant message before it to the first message after it that is not a
         tool result."""
-        assistants = await self._lineage_rows(
-            conn,
-            session_id,
-            kinds=("message",),
-            roles=("assistant",),
-            to_seq=seq,
-            include_tombstoned=True,
-            descending=True,
-            limit=1,
+        start = await conn.scalar(
+            q.nearest_message(session_id, self.namespace, roles=("assistant",), at_or_before=seq)
         )
-        start = assistants[0].seq if assistants else 1
-        after = await self._lineage_rows(
-            conn,
-            session_id,
-            kinds=("message",),
-            roles=("user", "assistant"),
-            from_seq=seq + 1,
-            include_tombstoned=True,
-            limit=1,
+        after = await conn.scalar(
+            q.nearest_message(session_id, self.namespace, roles=("user", "assistant"), after=seq)
         )
-        end = after[0].seq - 1 if after else None
+        end = after - 1 if after is not None else None
         rows = await self._lineage_rows(
             conn,
             session_id,
             kinds=("message",),
-            from_seq=start,
+            from_seq=start or 1,
             to_seq=end,
             include_tombstoned=True,
         )
