@@ -127,7 +127,9 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
         )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4], file=out)
+        print(
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4], file=out
+        )
     if not page.items:
         print("(no sessions)", file=out)
     if page.next_cursor:

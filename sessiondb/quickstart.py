@@ -33,7 +33,10 @@ async def main() -> None:
                     "toolName": "read",
                     "content": [{"type": "text", "text": "Buy milk.\nCall Ada about the demo."}],
                 },
-                {"role": "assistant", "content": "Two to-dos: buy milk and call Ada about the demo."},
+                {
+                    "role": "assistant",
+                    "content": "Two to-dos: buy milk and call Ada about the demo.",
+                },
             ],
         )
         print(f"session {session.id} in {store.settings.url.render_as_string(True)}\n")

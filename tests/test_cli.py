@@ -1,0 +1,173 @@
+"""The CLI over a real database: migrate, sessions list/show/rm, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sessiondb import SessionStore
+from sessiondb.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def seed(url: str) -> tuple[str, str]:
+    """A session with a tool-using conversation, and a fork of it."""
+
+    async def go() -> tuple[str, str]:
+        async with SessionStore.open(url) as store:
+            info = await store.create_session(name="cli demo", model="m-1")
+            await store.append(
+                info.id,
+                [
+                    {"role": "user", "content": "list the files"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "toolCall", "id": "c1", "name": "ls", "arguments": {"d": "."}}
+                        ],
+                    },
+                    {
+                        "role": "toolResult",
+                        "toolCallId": "c1",
+                        "toolName": "ls",
+                        "content": [{"type": "text", "text": "a.txt\nb.txt"}],
+                    },
+                    {"role": "assistant", "content": "two files"},
+                ],
+            )
+            child = await store.fork(info.id, name="cli fork")
+            return info.id, child.id
+
+    return asyncio.run(go())
+
+
+def test_migrate_creates_the_schema(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.sqlite3"
+    code, out = run("--db", str(db), "migrate")
+    assert code == 0
+    assert "migrated" in out and "head" in out
+    code, out = run("--db", str(db), "sessions", "list", "--json")
+    assert code == 0
+    assert json.loads(out) == {"items": [], "nextCursor": None}
+
+
+def test_list_show_rm(db_url: str) -> None:
+    parent, child = seed(db_url)
+
+    code, out = run("--db", db_url, "sessions", "list")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["ID", "LAST", "ACTIVITY"]
+    assert any(parent in line and "cli demo" in line for line in lines)
+    assert any(child in line and f"fork of {parent}@4" in line for line in lines)
+
+    code, out = run("--db", db_url, "sessions", "list", "--json", "--parent", parent)
+    assert code == 0
+    listed = json.loads(out)
+    assert [s["id"] for s in listed["items"]] == [child]
+    assert listed["items"][0]["messageCount"] == 4
+
+    code, out = run("--db", db_url, "sessions", "show", parent)
+    assert code == 0
+    assert "#1 user" in out and "list the files" in out
+    assert '→ ls(c1) {"d": "."}' in out
+    assert "#3 tool result ls(c1)" in out and "b.txt" in out
+
+    code, out = run("--db", db_url, "sessions", "show", child, "--json")
+    data = json.loads(out)
+    assert data["session"]["parentId"] == parent
+    assert [r["seq"] for r in data["records"]] == [1, 2, 3, 4]
+    assert data["records"][2]["data"]["toolCallId"] == "c1"
+
+    code, _ = run("--db", db_url, "sessions", "rm", parent)
+    assert code == 1  # has a fork
+    code, out = run("--db", db_url, "sessions", "rm", parent, "--cascade")
+    assert code == 0
+    assert set(out.split()) == {"deleted", parent, child}
+    code, out = run("--db", db_url, "sessions", "list", "--json")
+    assert json.loads(out)["items"] == []
+
+
+def test_show_marks_tombstoned_records_with_all(db_url: str) -> None:
+    parent, _ = seed(db_url)
+
+    async def tombstone() -> None:
+        async with SessionStore.open(db_url) as store:
+            await store.tombstone(parent, 4, reason="wrong")
+
+    asyncio.run(tombstone())
+    _, out = run("--db", db_url, "sessions", "show", parent)
+    assert "two files" not in out
+    assert "deleted #4: wrong" in out
+    _, out = run("--db", db_url, "sessions", "show", parent, "--all")
+    assert "#4 assistant [deleted]" in out and "two files" in out
+
+
+def test_errors_exit_non_zero_with_the_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "x.sqlite3"
+    assert run("--db", str(db), "sessions", "list")[0] == 1
+    assert "run `sessiondb migrate`" in capsys.readouterr().err
+    run("--db", str(db), "migrate")
+    assert run("--db", str(db), "sessions", "show", "not-an-id")[0] == 1
+    assert "invalid session id 'not-an-id'" in capsys.readouterr().err
+    assert run("--db", str(db), "sessions", "rm", "01J9Z3K7Q8R2V5X4W6Y0A1B2C3")[0] == 1
+    assert "not found" in capsys.readouterr().err
+    assert run("--db", "mysql://x/y", "sessions", "list")[0] == 1
+    assert "unsupported database 'mysql'" in capsys.readouterr().err
+
+
+def test_python_dash_m_uses_sessiondb_url(tmp_path: Path) -> None:
+    db = tmp_path / "env.sqlite3"
+    env = {**os.environ, "SESSIONDB_URL": str(db)}
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiondb", "migrate"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert db.exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiondb", "sessions", "list", "--json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["items"] == []
+
+
+def test_quickstart_runs_on_the_default_sqlite_file(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SESSIONDB_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiondb.quickstart"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sessiondb.sqlite3").exists()
+    assert "toolResult: Buy milk. / Call Ada about the demo." in done.stdout
+    assert "read({'path': 'notes.txt'})" in done.stdout
