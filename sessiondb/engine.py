@@ -96,7 +96,12 @@ def translate(exc: DBAPIError) -> SessionDBError:
 
 def translate_driver_error(exc: Exception) -> Exception:
     """The domain error for an exception raised by asyncpg used directly (the append
-    fast path); anything that is not a database error passes through unchanged."""
-    if type(exc).__module__.startswith("asyncpg"):
-        return DatabaseError(f"{type(exc).__name__}: {exc}")
+    fast path) or sqlite3 (the SQLite writer thread); anything that is not a database
+    error passes through unchanged."""
+    module = type(exc).__module__
+    if module.startswith("asyncpg") or module == "sqlite3":
+        text = str(exc)
+        if "database is locked" in text:
+            return ConflictError(f"the database is busy; try again ({text})")
+        return DatabaseError(f"{type(exc).__name__}: {text}")
     return exc

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import context as ctx
-from . import jsoncodec
+from . import jsoncodec, sqlite_writer
 from . import migrate as migrations
 from . import statements as q
 from .config import Settings
@@ -51,6 +52,7 @@ from .models import (
     wire_usage,
 )
 from .naming import derive_name
+from .sqlite_writer import SQLiteWriter, sqlite_timestamp
 from .tables import records, sessions
 
 MAX_PAGE = 1000
@@ -77,6 +79,14 @@ def _column_text(value: Any, what: str, *, optional: bool = True) -> str | None:
     except UnicodeEncodeError as exc:
         raise InvalidInputError(f"{what} must not contain lone surrogates: {value!r}") from exc
     return value
+
+
+def _json(value: Any, what: str) -> str:
+    """JSON text for a payload; a value JSON cannot hold (a set, a tuple key) is bad input."""
+    try:
+        return jsoncodec.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{what} cannot be stored as JSON: {exc}") from exc
 
 
 def _storable(value: Any) -> str | None:
@@ -133,7 +143,7 @@ def _message_row(item: Message | Mapping[str, Any], index: int) -> _Row:
     # A dict is stored exactly as given: key order, numbers, a string content.
     return _Row(
         kind="message",
-        payload=jsoncodec.dumps(wire),
+        payload=_json(wire, f"message {index}"),
         role=wire["role"],
         uuid=_column_text(wire.get("uuid"), f"message {index}: uuid"),
         parent_uuid=_storable(wire.get("parentUuid")),
@@ -143,8 +153,22 @@ def _message_row(item: Message | Mapping[str, Any], index: int) -> _Row:
 
 
 def _record(row: Row[Any]) -> Record:
-    data = jsoncodec.loads(row.payload)
-    kind = row.kind
+    return _record_from_values(
+        row.session_id, row.seq, row.kind, row.created_at, row.uuid, row.payload
+    )
+
+
+def _record_from_values(
+    session_id: str,
+    seq: int,
+    kind: str,
+    created_at: datetime | str,
+    uuid: str | None,
+    payload: str,
+) -> Record:
+    if isinstance(created_at, str):  # straight from sqlite3
+        created_at = datetime.fromisoformat(created_at).replace(tzinfo=UTC)
+    data = jsoncodec.loads(payload)
     fields: dict[str, Any] = {}
     if kind == "message":
         fields["message"] = Message.model_validate(data)
@@ -154,13 +178,12 @@ def _record(row: Row[Any]) -> Record:
         fields["tombstone"] = Tombstone.model_validate(data)
     else:
         fields["entry"] = data
-    created_at = row.created_at
     return Record(
-        session_id=row.session_id,
-        seq=row.seq,
+        session_id=session_id,
+        seq=seq,
         kind=kind,
         created_at=created_at,
-        uuid=row.uuid,
+        uuid=uuid,
         **fields,
     )
 
@@ -251,6 +274,10 @@ class SessionStore:
         self._is_sqlite = settings.is_sqlite
         # One shared connection for :memory:; transactions must take turns on it.
         self._serial: asyncio.Lock | None = asyncio.Lock() if settings.is_memory else None
+        # Appends to a SQLite file run whole on one writer thread (see sqlite_writer).
+        self._sqlite_writer: SQLiteWriter | None = None
+        if self._is_sqlite and not settings.is_memory:
+            self._sqlite_writer = SQLiteWriter(str(settings.url.database))
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -280,14 +307,14 @@ class SessionStore:
 
     async def close(self) -> None:
         """Close every pooled connection."""
+        if self._sqlite_writer is not None:
+            await self._sqlite_writer.close()
         await self.engine.dispose()
 
     # -- units of work --------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _unit(
-        self, write: bool, transaction: bool = True
-    ) -> AsyncIterator[AsyncConnection]:
+    async def _unit(self, write: bool, transaction: bool = True) -> AsyncIterator[AsyncConnection]:
         async with contextlib.AsyncExitStack() as stack:
             if self._serial is not None:
                 await stack.enter_async_context(self._serial)
@@ -380,7 +407,7 @@ class SessionStore:
             "system_prompt_override": _column_text(
                 system_prompt_override, "system_prompt_override"
             ),
-            "metadata_json": jsoncodec.dumps(dict(metadata)) if metadata is not None else None,
+            "metadata_json": _json(dict(metadata), "metadata") if metadata is not None else None,
             **_ZERO_HEAD,
             "parent_id": None,
             "fork_seq": None,
@@ -605,6 +632,10 @@ class SessionStore:
             return []
         for attempt in range(3):
             try:
+                if self._sqlite_writer is not None:
+                    return await self._append_sqlite(
+                        self._sqlite_writer, session_id, rows, expected_seq, uuids
+                    )
                 if self._is_sqlite:
                     async with self._write() as conn:
                         return await self._append_in(conn, session_id, rows, expected_seq, uuids)
@@ -634,7 +665,7 @@ class SessionStore:
             raw = await conn.get_raw_connection()
             driver: Any = raw.driver_connection
             try:
-                columns = [
+                columns: list[list[Any]] = [
                     [r.kind for r in new_rows],
                     [r.role for r in new_rows],
                     [r.uuid for r in new_rows],
@@ -669,6 +700,85 @@ class SessionStore:
         first = min(r[0] for r in inserted)
         return self._merge_stored(session_id, rows, new_rows, stored, first, at)
 
+    async def _append_sqlite(
+        self,
+        writer: SQLiteWriter,
+        session_id: str,
+        rows: list[_Row],
+        expected_seq: int | None,
+        uuids: list[str],
+    ) -> list[Record]:
+        """The append as one transaction on the SQLite writer thread."""
+        at = _now()
+        stamp = sqlite_timestamp(at)
+        namespace = self.namespace
+
+        def unit(conn: sqlite3.Connection) -> tuple[int | None, list[Any], list[_Row]]:
+            found = sqlite_writer.existing(conn, session_id, namespace, uuids) if uuids else []
+            known = {r[4] for r in found}
+            new_rows = [r for r in rows if r.uuid is None or r.uuid not in known]
+            if not new_rows:
+                return None, found, new_rows
+            delta = _HeadDelta.of(new_rows)
+            params = {
+                "sid": session_id,
+                "ns": namespace,
+                "count": len(new_rows),
+                "messages": delta.messages,
+                "at": stamp,
+                "name": delta.name,
+                "d_input": delta.tokens[0],
+                "d_output": delta.tokens[1],
+                "d_cache_read": delta.tokens[2],
+                "d_cache_write": delta.tokens[3],
+                "d_cost": delta.cost,
+            }
+            sql = sqlite_writer.BUMP
+            if expected_seq is not None:
+                params["expected"] = expected_seq
+                sql = sqlite_writer.BUMP_EXPECTED
+            head_row = conn.execute(sql, params).fetchone()
+            if head_row is None:
+                return None, found, new_rows
+            first = head_row[0] - len(new_rows) + 1
+            conn.executemany(
+                sqlite_writer.INSERT,
+                [
+                    (
+                        session_id,
+                        first + i,
+                        r.kind,
+                        r.role,
+                        stamp,
+                        r.uuid,
+                        r.parent_uuid,
+                        r.tool_call_id,
+                        r.target_seq,
+                        r.first_kept_seq,
+                        len(r.payload),
+                        r.payload,
+                    )
+                    for i, r in enumerate(new_rows)
+                ],
+            )
+            return first, found, new_rows
+
+        try:
+            first, found, new_rows = await writer.run(unit)
+        except sqlite3.IntegrityError as exc:
+            if "sessiondb_records.uuid" in str(exc):
+                raise _DuplicateUuid() from exc
+            raise translate_driver_error(exc) from exc
+        except sqlite3.Error as exc:
+            raise translate_driver_error(exc) from exc
+        stored = {r[4]: _record_from_values(*r) for r in found}
+        if first is None and new_rows:
+            async with self._read() as check:
+                await self._raise_missing_or_conflict(check, session_id, expected_seq)
+        if first is None:
+            return [stored[r.uuid] for r in rows if r.uuid is not None]
+        return self._merge_stored(session_id, rows, new_rows, stored, first, at)
+
     def _merge_stored(
         self,
         session_id: str,
@@ -692,8 +802,7 @@ class SessionStore:
             for i, r in enumerate(new_rows)
         )
         return [
-            stored[r.uuid] if r.uuid is not None and r.uuid in stored else next(fresh)
-            for r in rows
+            stored[r.uuid] if r.uuid is not None and r.uuid in stored else next(fresh) for r in rows
         ]
 
     async def _append_in(
