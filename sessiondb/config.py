@@ -30,14 +30,25 @@ class Settings:
     @classmethod
     def from_env(cls, url: str | None = None, namespace: str | None = None) -> Settings:
         """Arguments first, then ``SESSIONDB_URL`` / ``SESSIONDB_NAMESPACE``, then defaults."""
-        raw_url = url or os.environ.get(ENV_URL) or DEFAULT_SQLITE_FILE
-        source = "argument" if url else (ENV_URL if os.environ.get(ENV_URL) else "default")
-        ns = namespace or os.environ.get(ENV_NAMESPACE) or DEFAULT_NAMESPACE
+        # An explicit argument is used as given, even "": an empty namespace must not
+        # silently become the default tenant. An empty variable counts as unset.
+        url_var = ENV_URL if url is None and os.environ.get(ENV_URL) else None
+        raw_url = url if url is not None else os.environ.get(ENV_URL) or DEFAULT_SQLITE_FILE
+        ns_var = ENV_NAMESPACE if namespace is None and os.environ.get(ENV_NAMESPACE) else None
+        ns = namespace
+        if ns is None:
+            ns = os.environ.get(ENV_NAMESPACE) or DEFAULT_NAMESPACE
         try:
-            return cls(url=normalize_url(raw_url), namespace=ns)
+            parsed = normalize_url(raw_url)
         except ConfigurationError as exc:
-            if source == ENV_URL:
-                raise ConfigurationError(f"{ENV_URL}: {exc}") from exc
+            if url_var:
+                raise ConfigurationError(f"{url_var}: {exc}") from exc
+            raise
+        try:
+            return cls(url=parsed, namespace=ns)
+        except ConfigurationError as exc:
+            if ns_var:
+                raise ConfigurationError(f"{ns_var}: {exc}") from exc
             raise
 
     @property
@@ -75,7 +86,7 @@ def normalize_url(raw: str | URL) -> URL:
             return URL.create("sqlite+aiosqlite", database=text)
         try:
             url = make_url(text)
-        except ArgumentError as exc:
+        except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
             raise ConfigurationError(f"cannot parse database URL {text!r}") from exc
     else:
         url = raw

@@ -13,14 +13,21 @@ def derive_name(text: str, limit: int = NAME_LENGTH) -> str | None:
 
     Control characters and lone surrogates are dropped, so the name is always storable.
     """
-    # Only the start matters; this runs on every append that carries a user message.
-    cleaned = _SPACE.sub(" ", text[: limit * 4]).strip()
-    if not cleaned.isprintable():
-        cleaned = _SPACE.sub(" ", "".join(ch for ch in cleaned if ch.isprintable())).strip()
+    # Only the start matters, and this runs on every append that carries a user message:
+    # clean a slice, and a longer one only if cleaning left too little.
+    text = text.lstrip()
+    size = limit * 4
+    while True:
+        cleaned = _SPACE.sub(" ", text[:size]).strip()
+        if not cleaned.isprintable():
+            cleaned = _SPACE.sub(" ", "".join(ch for ch in cleaned if ch.isprintable())).strip()
+        if len(cleaned) > limit or size >= len(text):
+            break
+        size *= 4
     if not cleaned:
         return None
     if len(cleaned) <= limit:
         return cleaned
     cut = cleaned.rfind(" ", 0, limit + 1)
     head = cleaned[:cut] if cut >= limit // 2 else cleaned[:limit]
-    return head.rstrip(" ,.;:-") + "…"
+    return (head.rstrip(" ,.;:-") or head) + "…"

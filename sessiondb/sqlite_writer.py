@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .engine import SQLITE_BUSY_TIMEOUT_MS
 from .tables import RECORDS, SESSIONS
@@ -39,12 +39,6 @@ INSERT = f"""
 INSERT INTO {RECORDS} (session_id, seq, kind, role, created_at, uuid, parent_uuid,
                        tool_call_id, target_seq, first_kept_seq, size, payload)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-EXISTING = f"""
-SELECT r.session_id, r.seq, r.kind, r.created_at, r.uuid, r.payload
-FROM {RECORDS} r JOIN {SESSIONS} s ON s.id = r.session_id
-WHERE r.session_id = ? AND s.namespace = ? AND r.uuid IN ({{marks}})"""
-
-
 def sqlite_timestamp(at: datetime) -> str:
     """The text SQLAlchemy's SQLite DateTime writes for a UTC time (sorts in time order)."""
     return at.strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -93,10 +87,3 @@ class SQLiteWriter:
         await asyncio.get_running_loop().run_in_executor(self._executor, shut)
         self._executor.shutdown(wait=True)
 
-
-def existing(
-    conn: sqlite3.Connection, session_id: str, namespace: str, uuids: Sequence[str]
-) -> list[tuple[Any, ...]]:
-    """Stored records of the session with these uuids."""
-    sql = EXISTING.format(marks=", ".join("?" * len(uuids)))
-    return conn.execute(sql, (session_id, namespace, *uuids)).fetchall()

@@ -141,9 +141,13 @@ def _message_row(item: Message | Mapping[str, Any], index: int) -> _Row:
             f"message {index}: expected a Message or a dict, got {type(item).__name__}"
         )
     # A dict is stored exactly as given: key order, numbers, a string content.
+    payload = _json(wire, f"message {index}")
+    if jsoncodec.is_exact_path(payload) and jsoncodec.has_surrogate_key(wire):
+        # pydantic cannot hold such a key, so the message could never be read back.
+        raise InvalidInputError(f"message {index}: an object key holds a lone surrogate")
     return _Row(
         kind="message",
-        payload=_json(wire, f"message {index}"),
+        payload=payload,
         role=wire["role"],
         uuid=_column_text(wire.get("uuid"), f"message {index}: uuid"),
         parent_uuid=_storable(wire.get("parentUuid")),
@@ -632,9 +636,10 @@ class SessionStore:
             return []
         for attempt in range(3):
             try:
-                if self._sqlite_writer is not None:
+                # With uuids to look up along the lineage, the general path below.
+                if self._sqlite_writer is not None and not uuids:
                     return await self._append_sqlite(
-                        self._sqlite_writer, session_id, rows, expected_seq, uuids
+                        self._sqlite_writer, session_id, rows, expected_seq
                     )
                 if self._is_sqlite:
                     async with self._write() as conn:
@@ -701,83 +706,54 @@ class SessionStore:
         return self._merge_stored(session_id, rows, new_rows, stored, first, at)
 
     async def _append_sqlite(
-        self,
-        writer: SQLiteWriter,
-        session_id: str,
-        rows: list[_Row],
-        expected_seq: int | None,
-        uuids: list[str],
+        self, writer: SQLiteWriter, session_id: str, rows: list[_Row], expected_seq: int | None
     ) -> list[Record]:
-        """The append as one transaction on the SQLite writer thread."""
+        """The append (of rows without uuids) as one transaction on the writer thread."""
         at = _now()
         stamp = sqlite_timestamp(at)
-        namespace = self.namespace
+        delta = _HeadDelta.of(rows)
+        params: dict[str, Any] = {
+            "sid": session_id,
+            "ns": self.namespace,
+            "count": len(rows),
+            "messages": delta.messages,
+            "at": stamp,
+            "name": delta.name,
+            "d_input": delta.tokens[0],
+            "d_output": delta.tokens[1],
+            "d_cache_read": delta.tokens[2],
+            "d_cache_write": delta.tokens[3],
+            "d_cost": delta.cost,
+            "expected": expected_seq,
+        }
+        bump = sqlite_writer.BUMP if expected_seq is None else sqlite_writer.BUMP_EXPECTED
 
-        def unit(conn: sqlite3.Connection) -> tuple[int | None, list[Any], list[_Row]]:
-            found = sqlite_writer.existing(conn, session_id, namespace, uuids) if uuids else []
-            known = {r[4] for r in found}
-            new_rows = [r for r in rows if r.uuid is None or r.uuid not in known]
-            if not new_rows:
-                return None, found, new_rows
-            delta = _HeadDelta.of(new_rows)
-            params = {
-                "sid": session_id,
-                "ns": namespace,
-                "count": len(new_rows),
-                "messages": delta.messages,
-                "at": stamp,
-                "name": delta.name,
-                "d_input": delta.tokens[0],
-                "d_output": delta.tokens[1],
-                "d_cache_read": delta.tokens[2],
-                "d_cache_write": delta.tokens[3],
-                "d_cost": delta.cost,
-            }
-            sql = sqlite_writer.BUMP
-            if expected_seq is not None:
-                params["expected"] = expected_seq
-                sql = sqlite_writer.BUMP_EXPECTED
-            head_row = conn.execute(sql, params).fetchone()
-            if head_row is None:
-                return None, found, new_rows
-            first = head_row[0] - len(new_rows) + 1
+        def unit(conn: sqlite3.Connection) -> int | None:
+            head = conn.execute(bump, params).fetchone()
+            if head is None:
+                return None
+            first = int(head[0]) - len(rows) + 1
             conn.executemany(
                 sqlite_writer.INSERT,
                 [
                     (
-                        session_id,
-                        first + i,
-                        r.kind,
-                        r.role,
-                        stamp,
-                        r.uuid,
-                        r.parent_uuid,
-                        r.tool_call_id,
-                        r.target_seq,
-                        r.first_kept_seq,
-                        len(r.payload),
-                        r.payload,
+                        session_id, first + i, r.kind, r.role, stamp, r.uuid, r.parent_uuid,
+                        r.tool_call_id, r.target_seq, r.first_kept_seq, len(r.payload), r.payload,
                     )
-                    for i, r in enumerate(new_rows)
+                    for i, r in enumerate(rows)
                 ],
             )
-            return first, found, new_rows
+            return first
 
         try:
-            first, found, new_rows = await writer.run(unit)
-        except sqlite3.IntegrityError as exc:
-            if "sessiondb_records.uuid" in str(exc):
-                raise _DuplicateUuid() from exc
-            raise translate_driver_error(exc) from exc
+            first = await writer.run(unit)
         except sqlite3.Error as exc:
             raise translate_driver_error(exc) from exc
-        stored = {r[4]: _record_from_values(*r) for r in found}
-        if first is None and new_rows:
+        if first is None:
             async with self._read() as check:
                 await self._raise_missing_or_conflict(check, session_id, expected_seq)
-        if first is None:
-            return [stored[r.uuid] for r in rows if r.uuid is not None]
-        return self._merge_stored(session_id, rows, new_rows, stored, first, at)
+            raise AssertionError("unreachable")
+        return self._merge_stored(session_id, rows, rows, {}, first, at)
 
     def _merge_stored(
         self,

@@ -40,10 +40,14 @@ async def _can_connect(url: URL) -> str | None:
 
     try:
         conn = await asyncpg.connect(
-            user=url.username, password=url.password, host=url.host or "127.0.0.1",
-            port=url.port or 5432, database=url.database or "postgres", timeout=3,
+            user=url.username,
+            password=url.password,
+            host=url.host or "127.0.0.1",
+            port=url.port or 5432,
+            database=url.database or "postgres",
+            timeout=3,
         )
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
         return f"{type(exc).__name__}: {exc}"
     await conn.close()
     return None
@@ -79,8 +83,11 @@ async def _admin(url: URL, *statements: str) -> None:
     import asyncpg
 
     conn = await asyncpg.connect(
-        user=url.username, password=url.password, host=url.host,
-        port=url.port or 5432, database=url.database or "postgres",
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port or 5432,
+        database=url.database or "postgres",
     )
     try:
         for statement in statements:
@@ -116,11 +123,16 @@ async def _drop_run_databases(pg: Postgres) -> None:
     prefix = pg.template.removesuffix("_template")
     url = pg.admin_url
     conn = await asyncpg.connect(
-        user=url.username, password=url.password, host=url.host,
-        port=url.port or 5432, database=url.database or "postgres",
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port or 5432,
+        database=url.database or "postgres",
     )
     try:
-        names = await conn.fetch("SELECT datname FROM pg_database WHERE datname LIKE $1", prefix + "%")
+        names = await conn.fetch(
+            "SELECT datname FROM pg_database WHERE datname LIKE $1", prefix + "%"
+        )
         for row in names:
             await conn.execute(f'DROP DATABASE IF EXISTS "{row["datname"]}" WITH (FORCE)')
     finally:
@@ -178,3 +190,14 @@ def pg_url(postgres: Postgres, sqlite_template: Path, tmp_path: Path) -> str:
 async def store(db_url: str) -> AsyncIterator[SessionStore]:
     async with SessionStore.open(db_url) as s:
         yield s
+
+
+@pytest.fixture
+def empty_db_url(backend: str, postgres: Postgres, tmp_path: Path) -> str:
+    """The URL of a fresh database with no tables at all (not from the migrated template)."""
+    if backend == "sqlite":
+        return str(tmp_path / f"empty_{uuid.uuid4().hex[:8]}.sqlite3")
+    admin = _require_postgres(postgres)
+    name = f"{postgres.template.removesuffix('_template')}_empty_{uuid.uuid4().hex[:10]}"  # type: ignore[union-attr]
+    asyncio.run(_admin(admin, f'CREATE DATABASE "{name}" TEMPLATE template0'))
+    return admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(False)

@@ -1,0 +1,83 @@
+"""Shared by the compaction, tombstone, fork and EXPLAIN tests: message builders and a
+raw view of ``sessiondb_records`` that proves the table only grows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import text
+
+from sessiondb import Message, SessionStore
+from sessiondb.context import SUMMARY_PREFIX, SUMMARY_SUFFIX
+
+MISSING_ID = "01J9Z3K7Q8R2V5X4W6Y0A1B2C3"  # well formed, never created
+
+RawRows = dict[tuple[str, int], tuple[Any, ...]]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def assistant(text: str, calls: Sequence[str] = ()) -> dict[str, Any]:
+    """An assistant message with a text block and one toolCall block per call id."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    blocks += [
+        {"type": "toolCall", "id": c, "name": "read", "arguments": {"path": c}} for c in calls
+    ]
+    return {"role": "assistant", "content": blocks}
+
+
+def result(call_id: str, text: str | None = None) -> dict[str, Any]:
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "read",
+        "content": [{"type": "text", "text": text or f"result {call_id}"}],
+        "isError": False,
+    }
+
+
+def summary_text(summary: str) -> str:
+    return SUMMARY_PREFIX + summary + SUMMARY_SUFFIX
+
+
+def texts(messages: Sequence[Message]) -> list[str]:
+    return [m.text() for m in messages]
+
+
+async def raw_records(store: SessionStore) -> RawRows:
+    """Every row of ``sessiondb_records`` as the driver returns it (no type processing)."""
+    async with store.engine.connect() as conn:
+        rows = (
+            await conn.execute(text("SELECT * FROM sessiondb_records ORDER BY session_id, seq"))
+        ).all()
+    return {(r.session_id, r.seq): tuple(r) for r in rows}
+
+
+def assert_only_grew(before: RawRows, after: RawRows, added: int) -> list[tuple[str, int]]:
+    """Every earlier row is still there, unchanged, and exactly ``added`` rows are new;
+    returns the new rows' keys in order."""
+    assert sorted(before.keys() - after.keys()) == []
+    assert [k for k in before if before[k] != after[k]] == []
+    new = sorted(after.keys() - before.keys())
+    assert len(new) == added
+    return new
+
+
+async def rows_per_session(store: SessionStore) -> dict[str, int]:
+    async with store.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text("SELECT session_id, count(*) AS n FROM sessiondb_records GROUP BY session_id")
+            )
+        ).all()
+    return {r.session_id: int(r.n) for r in rows}
+
+
+async def session_count(store: SessionStore) -> int:
+    async with store.engine.connect() as conn:
+        return int(
+            (await conn.execute(text("SELECT count(*) FROM sessiondb_sessions"))).scalar_one()
+        )

@@ -1,0 +1,174 @@
+"""The migrations create exactly the tables in ``sessiondb.tables``, and undo them.
+
+Every test starts from an EMPTY database (not the migrated template), on both backends.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
+
+from sessiondb import SessionDBError, SessionStore
+from sessiondb import migrate as migrations
+from sessiondb.config import ENV_URL
+from sessiondb.tables import RECORDS, SESSIONS, VERSION_TABLE, metadata
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(migrations.alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _diff(conn: Connection) -> list[Any]:
+    context = MigrationContext.configure(
+        conn,
+        opts={
+            "compare_type": True,
+            "compare_server_default": True,
+            "version_table": VERSION_TABLE,
+        },
+    )
+    return list(compare_metadata(context, metadata))
+
+
+def _tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names())
+
+
+def _indexes(conn: Connection) -> dict[str, set[str]]:
+    found = inspect(conn)
+    return {t: {i["name"] for i in found.get_indexes(t)} for t in (SESSIONS, RECORDS)}
+
+
+async def schema_state(url: str) -> tuple[set[str], list[Any], list[str]]:
+    """(tables, the autogenerate diff against the models, version rows)."""
+    async with SessionStore.open(url) as store, store.engine.connect() as conn:
+        tables = await conn.run_sync(_tables)
+        diff = await conn.run_sync(_diff)
+        versions: list[str] = []
+        if VERSION_TABLE in tables:
+            result = await conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
+            versions = [row[0] for row in result]
+    return tables, diff, versions
+
+
+async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: str) -> None:
+    tables, _, _ = await schema_state(empty_db_url)
+    assert tables == set()
+
+    async with SessionStore.open(empty_db_url) as store:
+        await store.migrate()
+        await store.migrate()  # already at head: nothing to do
+
+    tables, diff, versions = await schema_state(empty_db_url)
+    assert tables == {SESSIONS, RECORDS, VERSION_TABLE}
+    assert diff == []
+    assert versions == [head_revision()]
+
+    async with SessionStore.open(empty_db_url) as store:
+        # Alembic's own check, through the code path the store uses: raises on any diff.
+        async with store.engine.connect() as conn:
+            await migrations.run(conn, "check")
+            indexes = await conn.run_sync(_indexes)
+        assert indexes[SESSIONS] >= {
+            "ix_sessiondb_sessions_namespace_last_message_at_id",
+            "ix_sessiondb_sessions_parent_id",
+        }
+        assert "ix_sessiondb_records_session_id_kind_seq" in indexes[RECORDS]
+
+        async with store.engine.begin() as conn:
+            await migrations.run(conn, "downgrade", "base")
+
+    tables, _, versions = await schema_state(empty_db_url)
+    assert tables == {VERSION_TABLE}
+    assert versions == []
+
+    # And back up: the downgrade left nothing in the way.
+    async with SessionStore.open(empty_db_url) as store:
+        await store.migrate()
+        info = await store.create_session()
+        (rec,) = await store.append(info.id, [{"role": "user", "content": "after migrate"}])
+        assert rec.seq == 1
+    tables, diff, versions = await schema_state(empty_db_url)
+    assert tables == {SESSIONS, RECORDS, VERSION_TABLE}
+    assert diff == []
+    assert versions == [head_revision()]
+
+
+async def test_unmigrated_database_fails_with_a_sessiondb_error(empty_db_url: str) -> None:
+    async with SessionStore.open(empty_db_url) as store:
+        with pytest.raises(SessionDBError):
+            await store.create_session()
+        with pytest.raises(SessionDBError):
+            await store.list_sessions()
+
+
+def _alembic(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k != ENV_URL}
+    return subprocess.run(
+        [sys.executable, "-m", "alembic", *args],
+        cwd=REPO,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def no_default_file() -> Any:
+    """Fail if a command fell back to ./sessiondb.sqlite3 in the repository."""
+    default = REPO / "sessiondb.sqlite3"
+    existed = default.exists()
+    yield
+    if not existed and default.exists():
+        default.unlink()
+        pytest.fail("alembic used the default ./sessiondb.sqlite3 instead of the given URL")
+
+
+@pytest.mark.usefixtures("no_default_file")
+async def test_alembic_cli_with_x_url(empty_db_url: str) -> None:
+    done = _alembic("-x", f"url={empty_db_url}", "upgrade", "head")
+    assert done.returncode == 0, done.stderr
+    tables, diff, versions = await schema_state(empty_db_url)
+    assert tables == {SESSIONS, RECORDS, VERSION_TABLE}
+    assert diff == []
+    assert versions == [head_revision()]
+
+    checked = _alembic("-x", f"url={empty_db_url}", "check")
+    assert checked.returncode == 0, checked.stderr
+    assert "No new upgrade operations detected" in checked.stdout + checked.stderr
+
+
+@pytest.mark.usefixtures("no_default_file")
+async def test_alembic_cli_with_environment_url(empty_db_url: str) -> None:
+    done = _alembic("upgrade", "head", env={ENV_URL: empty_db_url})
+    assert done.returncode == 0, done.stderr
+    tables, diff, versions = await schema_state(empty_db_url)
+    assert tables == {SESSIONS, RECORDS, VERSION_TABLE}
+    assert diff == []
+    assert versions == [head_revision()]
+
+
+@pytest.mark.usefixtures("no_default_file")
+async def test_alembic_offline_sql(empty_db_url: str) -> None:
+    done = _alembic("-x", f"url={empty_db_url}", "upgrade", "head", "--sql")
+    assert done.returncode == 0, done.stderr
+    assert f"CREATE TABLE {SESSIONS}" in done.stdout
+    assert f"CREATE TABLE {RECORDS}" in done.stdout
+    tables, _, _ = await schema_state(empty_db_url)
+    assert tables == set()  # offline mode only prints
