@@ -188,9 +188,9 @@ async def test_message_model_payload_is_its_wire_shape(store: SessionStore) -> N
 # -- tricky strings, both backends -------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", TRICKY.values(), ids=TRICKY.keys())
-async def test_strings_round_trip_exactly(store: SessionStore, text: str) -> None:
-    messages: list[dict[str, Any]] = [
+def messages_holding(text: str) -> list[dict[str, Any]]:
+    """Messages with ``text`` in every place a string goes: blocks, ids, fields."""
+    return [
         {"role": "user", "content": [{"type": "text", "text": text}], "note": text},
         {
             "role": "assistant",
@@ -210,16 +210,28 @@ async def test_strings_round_trip_exactly(store: SessionStore, text: str) -> Non
         {"role": "user", "content": text, "extra": {"nested": text}},
         {"role": "user", "content": [{"type": "futureBlock", "value": text}]},
     ]
-    info = await store.create_session()
-    await store.append(info.id, messages)
 
-    expected = [normalised(m) for m in messages]
-    assert [m.to_wire() for m in await store.context(info.id)] == expected
-    recs = await store.records(info.id)
-    assert [r.message.to_wire() for r in recs if r.message is not None] == expected
-    assert recs[0].message is not None and recs[0].message.text() == text
-    assert recs[1].message is not None and recs[1].message.parent_uuid == text
-    assert [json.loads(p) for p in await raw_payloads(store, info.id)] == messages
+
+async def test_strings_round_trip_exactly(store: SessionStore) -> None:
+    # One session per string, in one database (cheaper than a database per string).
+    sessions = {}
+    for name, text in TRICKY.items():
+        info = await store.create_session()
+        await store.append(info.id, messages_holding(text))
+        sessions[name] = info.id
+
+    for name, text in TRICKY.items():
+        session_id = sessions[name]
+        messages = messages_holding(text)
+        expected = [normalised(m) for m in messages]
+        context = [m.to_wire() for m in await store.context(session_id)]
+        assert context == expected, name
+        recs = await store.records(session_id)
+        assert [r.message.to_wire() for r in recs if r.message is not None] == expected, name
+        assert recs[0].message is not None and recs[0].message.text() == text, name
+        assert recs[1].message is not None and recs[1].message.parent_uuid == text, name
+        raw = [json.loads(p) for p in await raw_payloads(store, session_id)]
+        assert raw == messages, name
 
 
 async def test_nul_and_emoji_in_object_keys_round_trip(store: SessionStore) -> None:
@@ -236,54 +248,59 @@ async def test_nul_and_emoji_in_object_keys_round_trip(store: SessionStore) -> N
     assert rec.message is not None and rec.message.to_wire() == message
 
 
-@pytest.mark.parametrize("where", ["top-level", "arguments", "nested-extra"])
-async def test_lone_surrogate_in_object_keys(store: SessionStore, where: str) -> None:
+async def test_lone_surrogate_in_object_keys(store: SessionStore) -> None:
     key = "k\ud800"
-    message: dict[str, Any] = {"role": "assistant", "content": []}
-    if where == "top-level":
-        message[key] = 1
-    elif where == "arguments":
-        message["content"] = [{"type": "toolCall", "id": "c", "name": "n", "arguments": {key: 1}}]
-    else:
-        message["extra"] = {key: 1}
-    info = await store.create_session()
-    try:
-        await store.append(info.id, [message])
-    except InvalidInputError:
-        assert await raw_payloads(store, info.id) == []
-        return  # refusing it up front is fine
-    (got,) = await store.context(info.id)
-    assert got.to_wire() == message
-    (rec,) = await store.records(info.id)
-    assert rec.message is not None and rec.message.to_wire() == message
+    cases: dict[str, dict[str, Any]] = {
+        "top-level": {"role": "assistant", "content": [], key: 1},
+        "arguments": {
+            "role": "assistant",
+            "content": [{"type": "toolCall", "id": "c", "name": "n", "arguments": {key: 1}}],
+        },
+        "nested-extra": {"role": "assistant", "content": [], "extra": {key: 1}},
+    }
+    wrong = {}
+    for where, message in cases.items():
+        info = await store.create_session()
+        try:
+            await store.append(info.id, [message])
+        except InvalidInputError:
+            assert await raw_payloads(store, info.id) == []
+            continue  # refusing it up front is fine
+        try:
+            (got,) = await store.context(info.id)
+            (rec,) = await store.records(info.id)
+        except Exception as exc:
+            wrong[where] = f"cannot be read back: {type(exc).__name__}"
+            continue
+        if got.to_wire() != message or rec.message is None or rec.message.to_wire() != message:
+            wrong[where] = "comes back changed"
+    assert wrong == {}
 
 
-@pytest.mark.parametrize(
-    "value", ["id\x00with nul", "id \ud800 surrogate"], ids=["nul", "surrogate"]
-)
-async def test_unstorable_side_columns_stay_in_the_payload(store: SessionStore, value: str) -> None:
+async def test_unstorable_side_columns_stay_in_the_payload(store: SessionStore) -> None:
     # toolCallId and parentUuid are copied into indexed columns; a value a text column
     # cannot hold leaves the column empty but stays in the payload.
-    messages = [
-        {
-            "role": "assistant",
-            "content": [{"type": "toolCall", "id": value, "name": "t", "arguments": {}}],
-        },
-        {
-            "role": "toolResult",
-            "toolCallId": value,
-            "parentUuid": value,
-            "content": [{"type": "text", "text": "ok"}],
-        },
-    ]
-    info = await store.create_session()
-    await store.append(info.id, messages)
-    rows = await raw_rows(store, info.id)
-    assert rows[1].tool_call_id is None and rows[1].parent_uuid is None
-    (_, result) = await store.context(info.id)
-    assert result.tool_call_id == value
-    assert result.parent_uuid == value
-    assert [json.loads(r.payload) for r in rows] == messages
+    for value in ["id\x00with nul", "id \ud800 surrogate"]:
+        messages = [
+            {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": value, "name": "t", "arguments": {}}],
+            },
+            {
+                "role": "toolResult",
+                "toolCallId": value,
+                "parentUuid": value,
+                "content": [{"type": "text", "text": "ok"}],
+            },
+        ]
+        info = await store.create_session()
+        await store.append(info.id, messages)
+        rows = await raw_rows(store, info.id)
+        assert rows[1].tool_call_id is None and rows[1].parent_uuid is None
+        (_, result) = await store.context(info.id)
+        assert result.tool_call_id == value
+        assert result.parent_uuid == value
+        assert [json.loads(r.payload) for r in rows] == messages
 
 
 async def test_plain_side_columns_are_filled(store: SessionStore) -> None:
