@@ -90,6 +90,8 @@ def normalize_url(raw: str | URL) -> URL:
             raise ConfigurationError(f"cannot parse database URL {text!r}") from exc
     else:
         url = raw
+    if url.drivername.partition("+")[0] == "postgres":  # the spelling Heroku and libpq allow
+        url = url.set(drivername="postgresql" + url.drivername[len("postgres") :])
     backend = url.get_backend_name()
     driver = url.drivername.partition("+")[2]  # empty when the URL names no driver
     if backend == "sqlite":

@@ -619,6 +619,10 @@ class SessionStore:
         check_session_id(session_id)
         if isinstance(messages, Message | Mapping):
             messages = [messages]
+        elif not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+            raise InvalidInputError(
+                f"messages must be a list of messages, got {type(messages).__name__}"
+            )
         rows = [_message_row(m, i) for i, m in enumerate(messages)]
         return await self._append(session_id, rows, expected_seq=expected_seq)
 

@@ -434,3 +434,11 @@ async def test_bad_session_id_is_refused(store: SessionStore) -> None:
     with pytest.raises(InvalidSessionIdError):
         await store.append(info.id.lower(), [user("x")])
     assert await stored_rows(store, info.id) == []
+
+
+async def test_append_refuses_what_is_not_a_list_of_messages(store: SessionStore) -> None:
+    info = await store.create_session()
+    for bad in (None, "hello", 42):
+        with pytest.raises(InvalidInputError, match="messages must be a list"):
+            await store.append(info.id, bad)  # type: ignore[arg-type]
+    assert (await store.get_session(info.id)).last_seq == 0

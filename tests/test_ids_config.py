@@ -374,3 +374,10 @@ async def test_sqlite_file_uses_wal_and_persists(
         assert got.name == "kept" and got.message_count == 1
         (message,) = await reopened.context(info.id)
         assert message.text() == "persisted"
+
+
+def test_postgres_scheme_spelling_is_accepted() -> None:
+    from sessiondb.config import normalize_url
+
+    assert normalize_url("postgres://u@h/db").drivername == "postgresql+asyncpg"
+    assert normalize_url("postgres+asyncpg://u@h/db").drivername == "postgresql+asyncpg"
