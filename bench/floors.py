@@ -1,0 +1,343 @@
+"""The floors: each figure's work done with the bare driver on sessiondb's own tables.
+
+``PostgresFloor`` (asyncpg) and ``SQLiteFloor`` (the standard library's sqlite3, WAL and
+``synchronous = NORMAL`` like sessiondb) have the same methods, so a figure runs the
+same code on both backends. They write the same rows sessiondb writes (the NOT NULL
+columns, the head counters, the payload as JSON text) and nothing more: no validation,
+no models, one statement where one will do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import orjson
+from ulid import ULID
+
+from .databases import Database
+
+RECORD_COLUMNS = (
+    "session_id", "seq", "kind", "role", "created_at", "tool_call_id", "size", "payload",
+)  # fmt: skip
+SESSION_COLUMNS = (
+    "id", "namespace", "name", "created_at", "last_message_at", "model", "source",
+    "last_seq", "message_count", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_write_tokens", "cost_total",
+)  # fmt: skip
+
+
+def _payload(message: dict[str, Any]) -> str:
+    return orjson.dumps(message).decode()
+
+
+def _usage_totals(messages: Sequence[dict[str, Any]]) -> tuple[int, int, int, int, float]:
+    totals = [0, 0, 0, 0]
+    cost = 0.0
+    for m in messages:
+        usage = m.get("usage")
+        if usage:
+            totals[0] += usage.get("input", 0)
+            totals[1] += usage.get("output", 0)
+            totals[2] += usage.get("cacheRead", 0)
+            totals[3] += usage.get("cacheWrite", 0)
+            cost += (usage.get("cost") or {}).get("total", 0.0)
+    return totals[0], totals[1], totals[2], totals[3], cost
+
+
+def _session_row(
+    messages: Sequence[dict[str, Any]], model: str | None, namespace: str, at: Any
+) -> tuple[Any, ...]:
+    first_user = next((m for m in messages if m["role"] == "user"), None)
+    name = first_user["content"][0]["text"][:50] if first_user else None
+    tokens = _usage_totals(messages)
+    count = len(messages)
+    return (str(ULID()), namespace, name, at, at, model, "interactive", count, count, *tokens)
+
+
+def _record_rows(
+    session_id: str, messages: Sequence[dict[str, Any]], at: Any
+) -> list[tuple[Any, ...]]:
+    rows = []
+    for seq, m in enumerate(messages, start=1):
+        payload = _payload(m)
+        rows.append(
+            (session_id, seq, "message", m["role"], at, m.get("toolCallId"), len(payload), payload)
+        )
+    return rows
+
+
+# -- Postgres -------------------------------------------------------------------------
+
+PG_APPEND = """
+WITH head AS (
+    UPDATE sessiondb_sessions
+       SET last_seq = last_seq + 1, message_count = message_count + 1, last_message_at = $2
+     WHERE id = $1
+    RETURNING last_seq
+)
+INSERT INTO sessiondb_records (session_id, seq, kind, role, created_at, size, payload)
+SELECT $1, last_seq, 'message', $3, $2, $4, $5 FROM head
+RETURNING seq
+"""
+
+PG_APPEND_BATCH = """
+WITH head AS (
+    UPDATE sessiondb_sessions
+       SET last_seq = last_seq + $3::bigint, message_count = message_count + $3::bigint,
+           last_message_at = $2, input_tokens = input_tokens + $8,
+           output_tokens = output_tokens + $9, cache_read_tokens = cache_read_tokens + $10,
+           cache_write_tokens = cache_write_tokens + $11, cost_total = cost_total + $12
+     WHERE id = $1
+    RETURNING last_seq
+)
+INSERT INTO sessiondb_records
+       (session_id, seq, kind, role, created_at, tool_call_id, size, payload)
+SELECT $1, head.last_seq - $3::bigint + m.n, 'message', m.role, $2, m.tool_call_id, m.size,
+       m.payload
+  FROM head,
+       unnest($4::text[], $5::text[], $6::int[], $7::text[])
+       WITH ORDINALITY AS m(role, tool_call_id, size, payload, n)
+RETURNING seq
+"""
+
+PG_KEPT = """
+SELECT seq, payload FROM sessiondb_records
+ WHERE session_id = $1 AND kind = 'message' AND seq >= $2
+ ORDER BY seq
+"""
+
+PG_FIRST_PAGE = """
+SELECT * FROM sessiondb_sessions WHERE namespace = $1
+ ORDER BY last_message_at DESC, id DESC LIMIT $2
+"""
+
+
+class PostgresFloor:
+    """One asyncpg connection; statements are prepared once and cached by asyncpg."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def open(cls, db: Database) -> PostgresFloor:
+        return cls(await asyncpg.connect(db.dsn))
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    async def append(self, session_id: str, message: dict[str, Any]) -> int:
+        payload = _payload(message)
+        at = datetime.now(UTC)
+        seq = await self.conn.fetchval(
+            PG_APPEND, session_id, at, message["role"], len(payload), payload
+        )
+        return int(seq)
+
+    async def append_batch(self, session_id: str, messages: Sequence[dict[str, Any]]) -> int:
+        payloads = [_payload(m) for m in messages]
+        rows = await self.conn.fetch(
+            PG_APPEND_BATCH,
+            session_id,
+            datetime.now(UTC),
+            len(messages),
+            [m["role"] for m in messages],
+            [m.get("toolCallId") for m in messages],
+            [len(p) for p in payloads],
+            payloads,
+            *_usage_totals(messages),
+        )
+        return int(rows[-1]["seq"])
+
+    async def bulk_load(self, items: Sequence[dict[str, Any]], namespace: str) -> int:
+        """COPY the sessions and their records in one transaction; returns the records."""
+        at = datetime.now(UTC)
+        session_rows = []
+        record_rows: list[tuple[Any, ...]] = []
+        for item in items:
+            row = _session_row(item["messages"], item.get("model"), namespace, at)
+            session_rows.append(row)
+            record_rows += _record_rows(row[0], item["messages"], at)
+        async with self.conn.transaction():
+            await self.conn.copy_records_to_table(
+                "sessiondb_sessions", records=session_rows, columns=SESSION_COLUMNS
+            )
+            await self.conn.copy_records_to_table(
+                "sessiondb_records", records=record_rows, columns=RECORD_COLUMNS
+            )
+        return len(record_rows)
+
+    async def kept_messages(self, session_id: str, first_kept_seq: int) -> list[Any]:
+        return list(await self.conn.fetch(PG_KEPT, session_id, first_kept_seq))
+
+    async def first_page(self, namespace: str, limit: int) -> list[Any]:
+        return list(await self.conn.fetch(PG_FIRST_PAGE, namespace, limit + 1))
+
+
+# -- SQLite ---------------------------------------------------------------------------
+
+SQLITE_BUMP = """
+UPDATE sessiondb_sessions
+   SET last_seq = last_seq + ?, message_count = message_count + ?, last_message_at = ?,
+       input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+       cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,
+       cost_total = cost_total + ?
+ WHERE id = ?
+RETURNING last_seq
+"""
+
+SQLITE_BUMP_ONE = """
+UPDATE sessiondb_sessions
+   SET last_seq = last_seq + 1, message_count = message_count + 1, last_message_at = ?
+ WHERE id = ?
+RETURNING last_seq
+"""
+
+SQLITE_INSERT = (
+    f"INSERT INTO sessiondb_records ({', '.join(RECORD_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(RECORD_COLUMNS))})"
+)
+SQLITE_INSERT_SESSION = (
+    f"INSERT INTO sessiondb_sessions ({', '.join(SESSION_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(SESSION_COLUMNS))})"
+)
+SQLITE_KEPT = PG_KEPT.replace("$1", "?").replace("$2", "?")
+SQLITE_FIRST_PAGE = PG_FIRST_PAGE.replace("$1", "?").replace("$2", "?")
+
+
+def _sqlite_now() -> str:
+    # The text SQLAlchemy writes for a UTC timestamp on SQLite (sessiondb stores UTC).
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def sqlite_connect(path: str | Path) -> sqlite3.Connection:
+    """A connection set up as sessiondb sets up its own (engine.py)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class SQLiteFloor:
+    """One sqlite3 connection; every write is ``BEGIN IMMEDIATE`` … ``COMMIT``.
+
+    The methods are coroutines only to share the figures' code with Postgres; they
+    block, as a bare sqlite3 caller does.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def open(cls, db: Database) -> SQLiteFloor:
+        return cls(sqlite_connect(db.path))
+
+    async def close(self) -> None:
+        self.conn.close()
+
+    async def append(self, session_id: str, message: dict[str, Any]) -> int:
+        payload = _payload(message)
+        at = _sqlite_now()
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (seq,) = conn.execute(SQLITE_BUMP_ONE, (at, session_id)).fetchone()
+            conn.execute(
+                SQLITE_INSERT,
+                (session_id, seq, "message", message["role"], at, None, len(payload), payload),
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return int(seq)
+
+    async def append_batch(self, session_id: str, messages: Sequence[dict[str, Any]]) -> int:
+        payloads = [_payload(m) for m in messages]
+        at = _sqlite_now()
+        n = len(messages)
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (head,) = conn.execute(
+                SQLITE_BUMP, (n, n, at, *_usage_totals(messages), session_id)
+            ).fetchone()
+            first = head - n + 1
+            conn.executemany(
+                SQLITE_INSERT,
+                [
+                    (session_id, first + i, "message", m["role"], at, m.get("toolCallId"),
+                     len(p), p)
+                    for i, (m, p) in enumerate(zip(messages, payloads, strict=True))
+                ],
+            )  # fmt: skip
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return int(head)
+
+    async def bulk_load(self, items: Sequence[dict[str, Any]], namespace: str) -> int:
+        """Insert the sessions and their records in one transaction; returns the records."""
+        at = _sqlite_now()
+        session_rows = []
+        record_rows: list[tuple[Any, ...]] = []
+        for item in items:
+            row = _session_row(item["messages"], item.get("model"), namespace, at)
+            session_rows.append(row)
+            record_rows += _record_rows(row[0], item["messages"], at)
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(SQLITE_INSERT_SESSION, session_rows)
+            conn.executemany(SQLITE_INSERT, record_rows)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return len(record_rows)
+
+    async def kept_messages(self, session_id: str, first_kept_seq: int) -> list[Any]:
+        return self.conn.execute(SQLITE_KEPT, (session_id, first_kept_seq)).fetchall()
+
+    async def first_page(self, namespace: str, limit: int) -> list[Any]:
+        return self.conn.execute(SQLITE_FIRST_PAGE, (namespace, limit + 1)).fetchall()
+
+
+Floor = PostgresFloor | SQLiteFloor
+
+
+async def open_floor(db: Database) -> Floor:
+    if db.backend == "postgres":
+        return await PostgresFloor.open(db)
+    return await SQLiteFloor.open(db)
+
+
+# -- a file-based tool ----------------------------------------------------------------
+
+
+def replay_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rebuild the context from a session file as a file-based tool must: read and parse
+    every line, find the latest compaction, keep the messages from its firstKeptSeq.
+
+    Parsed with orjson, the decoder sessiondb itself uses, so the floor is not slowed by
+    a slower parser.
+    """
+    with path.open("rb") as f:
+        entries = [orjson.loads(line) for line in f]
+    compaction = next((e for e in reversed(entries) if e["type"] == "compaction"), None)
+    context: list[dict[str, Any]] = []
+    first_kept = 0
+    if compaction is not None:
+        first_kept = compaction["firstKeptSeq"]
+        context.append(
+            {"role": "user", "content": [{"type": "text", "text": compaction["summary"]}]}
+        )
+    context += [e["message"] for e in entries if e["type"] == "message" and e["seq"] >= first_kept]
+    return context
