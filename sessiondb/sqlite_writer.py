@@ -39,6 +39,8 @@ INSERT = f"""
 INSERT INTO {RECORDS} (session_id, seq, kind, role, created_at, uuid, parent_uuid,
                        tool_call_id, target_seq, first_kept_seq, size, payload)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
 def sqlite_timestamp(at: datetime) -> str:
     """The text SQLAlchemy's SQLite DateTime writes for a UTC time (sorts in time order)."""
     return at.strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -86,4 +88,3 @@ class SQLiteWriter:
 
         await asyncio.get_running_loop().run_in_executor(self._executor, shut)
         self._executor.shutdown(wait=True)
-

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
-from sqlalchemy import Row, insert, select
+from sqlalchemy import Row, insert
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -511,7 +511,7 @@ class SessionStore:
         """
         check_session_id(session_id)
         async with self._read() as conn:
-            row = (await conn.execute(q.get_session(session_id, self.namespace))).first()
+            row = (await conn.execute(*q.get_session(session_id, self.namespace))).first()
         if row is None:
             raise SessionNotFoundError(session_id, self.namespace)
         return _session_info(row)
@@ -539,11 +539,11 @@ class SessionStore:
         if parent_id is not None:
             check_session_id(parent_id)
         after = _decode_cursor(cursor) if cursor else None
-        stmt = q.list_sessions(
+        bound = q.list_sessions(
             self.namespace, limit=limit + 1, after=after, source=source, parent_id=parent_id
         )
         async with self._read() as conn:
-            rows = (await conn.execute(stmt)).all()
+            rows = (await conn.execute(*bound)).all()
         items = [_session_info(r) for r in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
@@ -582,7 +582,7 @@ class SessionStore:
         """
         check_session_id(session_id)
         async with self._write() as conn:
-            rows = (await conn.execute(q.subtree_ids(session_id, self.namespace))).all()
+            rows = (await conn.execute(*q.subtree_ids(session_id, self.namespace))).all()
             if not rows:
                 raise SessionNotFoundError(session_id, self.namespace)
             ids = [r.id for r in rows]
@@ -664,7 +664,7 @@ class SessionStore:
         async with self._unit(write=True, transaction=bool(uuids)) as conn:
             stored: dict[str, Record] = {}
             if uuids:
-                result = await conn.execute(q.existing_uuids(session_id, self.namespace, uuids))
+                result = await conn.execute(*q.existing_uuids(session_id, self.namespace, uuids))
                 stored = {r.uuid: _record(r) for r in result}
             new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
             if not new_rows:
@@ -741,8 +741,18 @@ class SessionStore:
                 sqlite_writer.INSERT,
                 [
                     (
-                        session_id, first + i, r.kind, r.role, stamp, r.uuid, r.parent_uuid,
-                        r.tool_call_id, r.target_seq, r.first_kept_seq, len(r.payload), r.payload,
+                        session_id,
+                        first + i,
+                        r.kind,
+                        r.role,
+                        stamp,
+                        r.uuid,
+                        r.parent_uuid,
+                        r.tool_call_id,
+                        r.target_seq,
+                        r.first_kept_seq,
+                        len(r.payload),
+                        r.payload,
                     )
                     for i, r in enumerate(rows)
                 ],
@@ -795,7 +805,7 @@ class SessionStore:
     ) -> list[Record]:
         stored: dict[str, Record] = {}
         if uuids:
-            result = await conn.execute(q.existing_uuids(session_id, self.namespace, uuids))
+            result = await conn.execute(*q.existing_uuids(session_id, self.namespace, uuids))
             stored = {r.uuid: _record(r) for r in result}
         new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
         if not new_rows:
@@ -839,14 +849,14 @@ class SessionStore:
     async def _raise_missing_or_conflict(
         self, conn: AsyncConnection, session_id: str, expected_seq: int | None
     ) -> None:
-        row = (await conn.execute(q.get_session(session_id, self.namespace))).first()
+        row = (await conn.execute(*q.get_session(session_id, self.namespace))).first()
         if row is None:
             raise SessionNotFoundError(session_id, self.namespace)
         assert expected_seq is not None
         raise SeqConflictError(session_id, expected_seq, row.last_seq)
 
     async def _lock(self, conn: AsyncConnection, session_id: str) -> int:
-        head = (await conn.execute(q.lock_head(session_id, self.namespace))).scalar()
+        head = (await conn.execute(*q.lock_head(session_id, self.namespace))).scalar()
         if head is None:
             raise SessionNotFoundError(session_id, self.namespace)
         return int(head)
@@ -865,8 +875,8 @@ class SessionStore:
         """
         check_session_id(session_id)
         async with self._read() as conn:
-            stmt = q.context(session_id, self.namespace, lateral=not self._is_sqlite)
-            rows = (await conn.execute(stmt)).all()
+            bound = q.context(session_id, self.namespace, lateral=not self._is_sqlite)
+            rows = (await conn.execute(*bound)).all()
         head, messages = ctx.assemble((r.part, r.seq, r.payload) for r in rows)
         if head is None:
             raise SessionNotFoundError(session_id, self.namespace)
@@ -902,7 +912,7 @@ class SessionStore:
         async with self._read() as conn:
             rows = (
                 await conn.execute(
-                    q.lineage_records(
+                    *q.lineage_records(
                         session_id,
                         self.namespace,
                         include_tombstoned=include_tombstoned,
@@ -918,10 +928,7 @@ class SessionStore:
         return [_record(r) for r in rows]
 
     async def _check_exists(self, conn: AsyncConnection, session_id: str) -> None:
-        stmt = select(sessions.c.id).where(
-            sessions.c.id == session_id, sessions.c.namespace == self.namespace
-        )
-        if (await conn.execute(stmt)).first() is None:
+        if (await conn.execute(*q.get_session(session_id, self.namespace))).first() is None:
             raise SessionNotFoundError(session_id, self.namespace)
 
     # -- overlays: compaction, tombstones -------------------------------------------
@@ -1069,7 +1076,7 @@ class SessionStore:
         child_id = new_session_id()
         now = _now()
         async with self._write() as conn:
-            row = (await conn.execute(q.get_session(session_id, self.namespace))).first()
+            row = (await conn.execute(*q.get_session(session_id, self.namespace))).first()
             if row is None:
                 raise SessionNotFoundError(session_id, self.namespace)
             head = int(row.last_seq)
@@ -1110,12 +1117,12 @@ class SessionStore:
                 values["message_count"] = await self._count_messages(conn, session_id, point)
             await conn.execute(insert(sessions).values(values))
             if detach and point > 0:
-                await conn.execute(q.copy_lineage(session_id, self.namespace, child_id, point))
+                await conn.execute(*q.copy_lineage(session_id, self.namespace, child_id, point))
         return await self.get_session(child_id)
 
     async def _count_messages(self, conn: AsyncConnection, session_id: str, upto: int) -> int:
         total = 0
-        for lin in (await conn.execute(q.lineage_ids(session_id, self.namespace))).all():
+        for lin in (await conn.execute(*q.lineage_ids(session_id, self.namespace))).all():
             limit = min(upto, lin.upto)
             total += int((await conn.execute(q.count_messages(lin.id, limit))).scalar() or 0)
         return total
@@ -1135,7 +1142,7 @@ class SessionStore:
         descending: bool = False,
         limit: int | None = None,
     ) -> list[Row[Any]]:
-        stmt = q.lineage_records(
+        bound = q.lineage_records(
             session_id,
             self.namespace,
             include_tombstoned=include_tombstoned,
@@ -1146,9 +1153,9 @@ class SessionStore:
             to_seq=to_seq,
             descending=descending,
             limit=limit,
+            extra_columns=("target_seq",),
         )
-        stmt = stmt.add_columns(records.c.target_seq)
-        return list((await conn.execute(stmt)).all())
+        return list((await conn.execute(*bound)).all())
 
     async def _live_messages(
         self, conn: AsyncConnection, session_id: str, from_seq: int, to_seq: int
@@ -1156,7 +1163,7 @@ class SessionStore:
         """Messages in the current context with seqs in the range."""
         rows = (
             await conn.execute(
-                q.lineage_records(
+                *q.lineage_records(
                     session_id,
                     self.namespace,
                     include_tombstoned=False,
@@ -1176,10 +1183,10 @@ class SessionStore:
         last assistant message before it to the first message after it that is not a
         tool result."""
         start = await conn.scalar(
-            q.nearest_message(session_id, self.namespace, roles=("assistant",), at_or_before=seq)
+            *q.nearest_message(session_id, self.namespace, roles=("assistant",), at_or_before=seq)
         )
         after = await conn.scalar(
-            q.nearest_message(session_id, self.namespace, roles=("user", "assistant"), after=seq)
+            *q.nearest_message(session_id, self.namespace, roles=("user", "assistant"), after=seq)
         )
         end = after - 1 if after is not None else None
         rows = await self._lineage_rows(

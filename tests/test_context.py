@@ -359,9 +359,13 @@ async def test_concurrent_appends_while_compacting_lose_nothing(store: SessionSt
     compacted: list[tuple[int, int]] = []  # (compaction seq, head right before)
     snapshots: list[Any] = []
 
+    written = [0] * writers
+
     async def writer(w: int) -> None:
-        for i in range(per_writer):
-            await store.append(sid, user(f"w{w}-{i}"))
+        # Keep writing until the compactor has run a few times, however fast appends are.
+        while written[w] < per_writer or len(compacted) < 3:
+            await store.append(sid, user(f"w{w}-{written[w]}"))
+            written[w] += 1
 
     async def compactor() -> None:
         while not done.is_set():
@@ -383,7 +387,7 @@ async def test_concurrent_appends_while_compacting_lose_nothing(store: SessionSt
     assert len(compacted) >= 2
     final_head = (await store.get_session(sid)).last_seq
     assert any(seq < final_head - 1 for seq, _ in compacted)  # writers kept going after one
-    expected = {"seed"} | {f"w{w}-{i}" for w in range(writers) for i in range(per_writer)}
+    expected = {"seed"} | {f"w{w}-{i}" for w in range(writers) for i in range(written[w])}
     await _check_nothing_lost(store, sid, expected, snapshots)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from overlay_helpers import assistant, result, summary_text, user
-from sqlalchemy import Select, text
+from sqlalchemy import text
 from sqlalchemy.dialects import postgresql
 
 from sessiondb import SessionStore
@@ -29,13 +29,17 @@ def _turn(i: int) -> list[dict[str, Any]]:
     return [user(f"q{i}"), assistant(f"looking {i}", [call]), result(call), assistant(f"a{i}")]
 
 
-def _sql(stmt: Select[Any]) -> str:
-    return str(stmt.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+def _sql(bound: q.Bound) -> str:
+    stmt, params = bound
+    with_values = stmt.params(**params)  # type: ignore[attr-defined]
+    return str(
+        with_values.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
+    )
 
 
-async def _plan(store: SessionStore, stmt: Select[Any]) -> list[str]:
+async def _plan(store: SessionStore, bound: q.Bound) -> list[str]:
     async with store.engine.connect() as conn:
-        return list((await conn.execute(text("EXPLAIN (COSTS OFF) " + _sql(stmt)))).scalars())
+        return list((await conn.execute(text("EXPLAIN (COSTS OFF) " + _sql(bound)))).scalars())
 
 
 async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
