@@ -242,6 +242,11 @@ async def context_load(run: Run, server: Server) -> list[Result]:
             short_s, bare_short_s = await compare(ours_short, bare_short, reps=reps, warmup=5)
             long_again_s, short_again_s = await compare(ours_long, ours_short, reps=reps, warmup=1)
 
+            async def ours_json() -> None:
+                await store.context_json(built.long_id)
+
+            json_s, bare_json_s = await compare(ours_json, bare_long, reps=reps, warmup=5)
+
             async def replay() -> None:
                 replay_jsonl(built.jsonl)
 
@@ -257,6 +262,8 @@ async def context_load(run: Run, server: Server) -> list[Result]:
     return [
         Result(f"4 context {long_n} records ({keeps}) vs bare SELECT", b, long_s, bare_long_s,
                Goal("<=", 2)),
+        Result(f"4 context_json {long_n} records ({keeps}) vs bare SELECT", b, json_s,
+               bare_json_s, Goal("<=", 2)),
         Result(f"4 context {long_n} records vs JSONL replay", b, long_third_s, replay_s,
                Goal(">=", 50), speedup=True),
         Result(f"4 context {short_n} records ({keeps}) vs bare SELECT", b, short_s, bare_short_s,

@@ -52,6 +52,7 @@ from .models import (
     wire_usage,
 )
 from .naming import derive_name
+from .pg_pool import AppendPool
 from .sqlite_writer import SQLiteWriter, sqlite_timestamp
 from .tables import records, sessions
 
@@ -278,6 +279,7 @@ class SessionStore:
         self._is_sqlite = settings.is_sqlite
         # One shared connection for :memory:; transactions must take turns on it.
         self._serial: asyncio.Lock | None = asyncio.Lock() if settings.is_memory else None
+        self._pg_append_pool = AppendPool(self.engine)
         # Appends to a SQLite file run whole on one writer thread (see sqlite_writer).
         self._sqlite_writer: SQLiteWriter | None = None
         if self._is_sqlite and not settings.is_memory:
@@ -313,12 +315,13 @@ class SessionStore:
         """Close every pooled connection."""
         if self._sqlite_writer is not None:
             await self._sqlite_writer.close()
+        await self._pg_append_pool.close()
         await self.engine.dispose()
 
     # -- units of work --------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _unit(self, write: bool, transaction: bool = True) -> AsyncIterator[AsyncConnection]:
+    async def _unit(self, write: bool) -> AsyncIterator[AsyncConnection]:
         async with contextlib.AsyncExitStack() as stack:
             if self._serial is not None:
                 await stack.enter_async_context(self._serial)
@@ -326,9 +329,6 @@ class SessionStore:
                 conn = await stack.enter_async_context(self.engine.connect())
                 if write and self._is_sqlite:
                     await conn.execution_options(**{WRITE_OPTION: True})
-                if not transaction:  # the caller runs one self-contained statement
-                    yield conn
-                    return
                 async with conn.begin():
                     yield conn
             except IntegrityError as exc:
@@ -659,55 +659,68 @@ class SessionStore:
     async def _append_pg(
         self, session_id: str, rows: list[_Row], expected_seq: int | None, uuids: list[str]
     ) -> list[Record]:
-        """The append as one statement on the pooled asyncpg connection: autocommit when
-        there are no uuids to look up first, else inside a transaction with the lookup."""
-        async with self._unit(write=True, transaction=bool(uuids)) as conn:
-            stored: dict[str, Record] = {}
-            if uuids:
+        """The append as one statement: in autocommit on the append pool, or, with uuids to
+        look up first, inside a transaction with the lookup."""
+        stored: dict[str, Record] = {}
+        new_rows = rows
+        if not uuids:
+            pool = await self._pg_append_pool.get()
+            async with pool.acquire() as driver:
+                inserted, at = await self._pg_insert(driver, session_id, rows, expected_seq)
+        else:
+            async with self._write() as conn:
                 result = await conn.execute(*q.existing_uuids(session_id, self.namespace, uuids))
                 stored = {r.uuid: _record(r) for r in result}
-            new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
-            if not new_rows:
-                return [stored[r.uuid] for r in rows if r.uuid is not None]
-            delta = _HeadDelta.of(new_rows)
-            at = _now()
-            raw = await conn.get_raw_connection()
-            driver: Any = raw.driver_connection
-            try:
-                columns: list[list[Any]] = [
-                    [r.kind for r in new_rows],
-                    [r.role for r in new_rows],
-                    [r.uuid for r in new_rows],
-                    [r.parent_uuid for r in new_rows],
-                    [r.tool_call_id for r in new_rows],
-                    [r.target_seq for r in new_rows],
-                    [r.first_kept_seq for r in new_rows],
-                    [len(r.payload) for r in new_rows],
-                    [r.payload for r in new_rows],
-                ]
-                one = len(new_rows) == 1
-                inserted = await driver.fetch(
-                    q.PG_APPEND_ONE if one else q.PG_APPEND_MANY,
-                    session_id,
-                    self.namespace,
-                    len(new_rows),
-                    delta.messages,
-                    at,
-                    delta.name,
-                    *delta.tokens,
-                    delta.cost,
-                    expected_seq,
-                    *([c[0] for c in columns] if one else columns),
+                new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
+                if not new_rows:
+                    return [stored[r.uuid] for r in rows if r.uuid is not None]
+                raw = await conn.get_raw_connection()
+                inserted, at = await self._pg_insert(
+                    raw.driver_connection, session_id, new_rows, expected_seq
                 )
-            except Exception as exc:  # asyncpg's own errors: this bypasses SQLAlchemy
-                if getattr(exc, "constraint_name", None) == UUID_CONSTRAINT:
-                    raise _DuplicateUuid() from exc
-                raise translate_driver_error(exc) from exc
         if not inserted:  # the head did not match: no session, or not the expected seq
             async with self._read() as check:
                 await self._raise_missing_or_conflict(check, session_id, expected_seq)
         first = min(r[0] for r in inserted)
         return self._merge_stored(session_id, rows, new_rows, stored, first, at)
+
+    async def _pg_insert(
+        self, driver: Any, session_id: str, rows: list[_Row], expected_seq: int | None
+    ) -> tuple[list[Any], datetime]:
+        """Run the one-statement append on an asyncpg connection; the inserted seqs."""
+        delta = _HeadDelta.of(rows)
+        at = _now()
+        columns: list[list[Any]] = [
+            [r.kind for r in rows],
+            [r.role for r in rows],
+            [r.uuid for r in rows],
+            [r.parent_uuid for r in rows],
+            [r.tool_call_id for r in rows],
+            [r.target_seq for r in rows],
+            [r.first_kept_seq for r in rows],
+            [len(r.payload) for r in rows],
+            [r.payload for r in rows],
+        ]
+        one = len(rows) == 1
+        try:
+            inserted = await driver.fetch(
+                q.PG_APPEND_ONE if one else q.PG_APPEND_MANY,
+                session_id,
+                self.namespace,
+                len(rows),
+                delta.messages,
+                at,
+                delta.name,
+                *delta.tokens,
+                delta.cost,
+                expected_seq,
+                *([c[0] for c in columns] if one else columns),
+            )
+        except Exception as exc:  # asyncpg's own errors: this bypasses SQLAlchemy
+            if getattr(exc, "constraint_name", None) == UUID_CONSTRAINT:
+                raise _DuplicateUuid() from exc
+            raise translate_driver_error(exc) from exc
+        return list(inserted), at
 
     async def _append_sqlite(
         self, writer: SQLiteWriter, session_id: str, rows: list[_Row], expected_seq: int | None
@@ -873,14 +886,27 @@ class SessionStore:
         Raises:
             SessionNotFoundError: no such session in this namespace.
         """
+        return ctx.to_messages(await self._context_rows(session_id))
+
+    async def context_json(self, session_id: str) -> str:
+        """The same context as :meth:`context`, as one JSON array of wire-shape messages,
+        built from the stored texts without parsing them: for services that hand the
+        context straight to a model API.
+
+        Raises:
+            SessionNotFoundError: no such session in this namespace.
+        """
+        return ctx.to_json(await self._context_rows(session_id))
+
+    async def _context_rows(self, session_id: str) -> ctx.ContextRows:
         check_session_id(session_id)
         async with self._read() as conn:
             bound = q.context(session_id, self.namespace, lateral=not self._is_sqlite)
             rows = (await conn.execute(*bound)).all()
-        head, messages = ctx.assemble((r.part, r.seq, r.payload) for r in rows)
-        if head is None:
+        split = ctx.split_rows((r.part, r.seq, r.payload) for r in rows)
+        if split.head is None:
             raise SessionNotFoundError(session_id, self.namespace)
-        return messages
+        return split
 
     async def records(
         self,

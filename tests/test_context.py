@@ -434,3 +434,30 @@ async def test_appends_from_processes_while_compacting_lose_nothing(pg_url: str)
         await store.append_compaction(sid, summary="final", first_kept_seq=messages[-1].seq)
         expected = {"seed"} | {f"p{w}-{i}" for w in range(workers) for i in range(per_worker)}
         await _check_nothing_lost(store, sid, expected, snapshots)
+
+
+async def test_context_json_is_the_context_as_wire_json(store: SessionStore) -> None:
+    import json
+
+    odd = {
+        "role": "toolResult",
+        "toolCallId": "c1",
+        "content": [{"type": "text", "text": "\u0000 \ud800 😀"}],
+        "big": 2**70,
+    }
+    sid = await _session_with(
+        store,
+        [user("old"), assistant("calling", ["c1"]), odd, user("kept"), assistant("answer")],
+    )
+    await store.append_compaction(sid, summary="before", first_kept_seq=4)
+    await store.tombstone(sid, 5)
+    models = await store.context(sid)
+    assert texts(models) == [summary_text("before"), "kept"]
+    assert json.loads(await store.context_json(sid)) == [m.to_wire() for m in models]
+
+    await store.tombstone(sid, 6)  # the compaction: the whole history is back, odd included
+    as_json = json.loads(await store.context_json(sid))
+    assert as_json[2] == odd
+    assert as_json == [m.to_wire() for m in await store.context(sid)]
+    with pytest.raises(SessionNotFoundError):
+        await store.context_json("01J9Z3K7Q8R2V5X4W6Y0A1B2C3")
