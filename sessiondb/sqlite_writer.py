@@ -16,10 +16,19 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TypeVar
 
+from sqlalchemy import Table
+
 from .engine import SQLITE_BUSY_TIMEOUT_MS
-from .tables import RECORDS, SESSIONS
+from .tables import SESSIONS, records, sessions
 
 T = TypeVar("T")
+
+
+def _insert(table: Table) -> str:
+    """``INSERT INTO table (every column, in order) VALUES (?, …)``."""
+    names = ", ".join(c.name for c in table.c)
+    return f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(table.c))})"
+
 
 _SET_HEAD = f"""
 UPDATE {SESSIONS}
@@ -35,10 +44,8 @@ SET last_seq = last_seq + :count,
 WHERE id = :sid AND namespace = :ns"""
 BUMP = _SET_HEAD + " RETURNING last_seq"
 BUMP_EXPECTED = _SET_HEAD + " AND last_seq = :expected RETURNING last_seq"
-INSERT = f"""
-INSERT INTO {RECORDS} (session_id, seq, kind, role, created_at, uuid, parent_uuid,
-                       tool_call_id, target_seq, first_kept_seq, size, payload)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT = _insert(records)
+INSERT_SESSION = _insert(sessions)
 
 
 def sqlite_timestamp(at: datetime) -> str:

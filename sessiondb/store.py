@@ -112,21 +112,29 @@ class _Row:
     first_kept_seq: int | None = None
     wire: dict[str, Any] | None = None
 
+    def values(self, session_id: str, seq: int, at: datetime | str) -> tuple[Any, ...]:
+        """The row in the records table's column order (:data:`RECORD_COLUMN_NAMES`)."""
+        return (
+            session_id,
+            seq,
+            self.kind,
+            self.role,
+            at,
+            self.uuid,
+            self.parent_uuid,
+            self.tool_call_id,
+            self.target_seq,
+            self.first_kept_seq,
+            len(self.payload),
+            self.payload,
+        )
+
     def params(self, session_id: str, seq: int, at: datetime) -> dict[str, Any]:
-        return {
-            "session_id": session_id,
-            "seq": seq,
-            "kind": self.kind,
-            "role": self.role,
-            "created_at": at,
-            "uuid": self.uuid,
-            "parent_uuid": self.parent_uuid,
-            "tool_call_id": self.tool_call_id,
-            "target_seq": self.target_seq,
-            "first_kept_seq": self.first_kept_seq,
-            "size": len(self.payload),
-            "payload": self.payload,
-        }
+        return dict(zip(RECORD_COLUMN_NAMES, self.values(session_id, seq, at), strict=True))
+
+
+RECORD_COLUMN_NAMES = tuple(c.name for c in records.c)
+SESSION_COLUMN_NAMES = tuple(c.name for c in sessions.c)
 
 
 def _message_row(item: Message | Mapping[str, Any], index: int) -> _Row:
@@ -478,29 +486,67 @@ class SessionStore:
 
     async def _write_sessions(self, batch: list[tuple[dict[str, Any], list[_Row]]]) -> None:
         at = _now()
-        session_rows = [values for values, _ in batch]
+        if self._sqlite_writer is not None:
+            await self._write_sessions_sqlite(self._sqlite_writer, batch, at)
+            return
+        if self._is_sqlite:  # :memory: has only the engine's one connection
+            async with self._write() as conn:
+                await conn.execute(insert(sessions), [values for values, _ in batch])
+                record_params = [
+                    row.params(values["id"], seq, at)
+                    for values, rows in batch
+                    for seq, row in enumerate(rows, start=1)
+                ]
+                if record_params:
+                    await conn.execute(insert(records), record_params)
+            return
+        session_rows = [tuple(v[c] for c in SESSION_COLUMN_NAMES) for v, _ in batch]
         record_rows = [
-            row.params(values["id"], seq, at)
+            row.values(values["id"], seq, at)
             for values, rows in batch
             for seq, row in enumerate(rows, start=1)
         ]
         async with self._write() as conn:
-            if self._is_sqlite:
-                await conn.execute(insert(sessions), session_rows)
-                if record_rows:
-                    await conn.execute(insert(records), record_rows)
-                return
             # COPY through the pooled asyncpg connection, inside this transaction.
             raw = await conn.get_raw_connection()
             driver: Any = raw.driver_connection
-            for table, rows_ in ((sessions, session_rows), (records, record_rows)):
+            for table, columns, rows_ in (
+                (sessions, SESSION_COLUMN_NAMES, session_rows),
+                (records, RECORD_COLUMN_NAMES, record_rows),
+            ):
                 if rows_:
-                    columns = [c.name for c in table.c]
                     await driver.copy_records_to_table(
-                        table.name,
-                        records=[tuple(r[c] for c in columns) for r in rows_],
-                        columns=columns,
+                        table.name, records=rows_, columns=list(columns)
                     )
+
+    async def _write_sessions_sqlite(
+        self,
+        writer: SQLiteWriter,
+        batch: list[tuple[dict[str, Any], list[_Row]]],
+        at: datetime,
+    ) -> None:
+        stamp = sqlite_timestamp(at)
+        session_rows = [
+            tuple(
+                sqlite_timestamp(v) if isinstance(v, datetime) else v
+                for v in (values[c] for c in SESSION_COLUMN_NAMES)
+            )
+            for values, _ in batch
+        ]
+        record_rows = [
+            row.values(values["id"], seq, stamp)
+            for values, rows in batch
+            for seq, row in enumerate(rows, start=1)
+        ]
+
+        def unit(conn: sqlite3.Connection) -> None:
+            conn.executemany(sqlite_writer.INSERT_SESSION, session_rows)
+            conn.executemany(sqlite_writer.INSERT, record_rows)
+
+        try:
+            await writer.run(unit)
+        except sqlite3.Error as exc:
+            raise translate_driver_error(exc) from exc
 
     async def get_session(self, session_id: str) -> SessionInfo:
         """The session's metadata and head.
@@ -752,23 +798,7 @@ class SessionStore:
             first = int(head[0]) - len(rows) + 1
             conn.executemany(
                 sqlite_writer.INSERT,
-                [
-                    (
-                        session_id,
-                        first + i,
-                        r.kind,
-                        r.role,
-                        stamp,
-                        r.uuid,
-                        r.parent_uuid,
-                        r.tool_call_id,
-                        r.target_seq,
-                        r.first_kept_seq,
-                        len(r.payload),
-                        r.payload,
-                    )
-                    for i, r in enumerate(rows)
-                ],
+                [r.values(session_id, first + i, stamp) for i, r in enumerate(rows)],
             )
             return first
 
