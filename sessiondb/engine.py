@@ -99,6 +99,8 @@ def translate_driver_error(exc: Exception) -> Exception:
     fast path) or sqlite3 (the SQLite writer thread); anything that is not a database
     error passes through unchanged."""
     module = type(exc).__module__
+    if isinstance(exc, OSError):  # could not reach the server
+        return DatabaseError(f"cannot reach the database: {type(exc).__name__}: {exc}")
     if module.startswith("asyncpg") or module == "sqlite3":
         text = str(exc)
         if "database is locked" in text:

@@ -35,6 +35,7 @@ from .errors import (
     InvalidInputError,
     RecordNotFoundError,
     SeqConflictError,
+    SessionDBError,
     SessionNotFoundError,
 )
 from .ids import check_session_id, new_session_id
@@ -710,9 +711,14 @@ class SessionStore:
         stored: dict[str, Record] = {}
         new_rows = rows
         if not uuids:
-            pool = await self._pg_append_pool.get()
-            async with pool.acquire() as driver:
-                inserted, at = await self._pg_insert(driver, session_id, rows, expected_seq)
+            try:
+                pool = await self._pg_append_pool.get()
+                async with pool.acquire() as driver:
+                    inserted, at = await self._pg_insert(driver, session_id, rows, expected_seq)
+            except (_DuplicateUuid, SessionDBError):
+                raise
+            except Exception as exc:  # opening or reaching a pooled connection
+                raise translate_driver_error(exc) from exc
         else:
             async with self._write() as conn:
                 result = await conn.execute(*q.existing_uuids(session_id, self.namespace, uuids))
