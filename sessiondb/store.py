@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import context as ctx
-from . import jsoncodec, sqlite_writer
+from . import jsoncodec, sqlite_threads
 from . import migrate as migrations
 from . import statements as q
 from .config import Settings
@@ -53,8 +53,9 @@ from .models import (
     wire_usage,
 )
 from .naming import derive_name
-from .pg_pool import AppendPool
-from .sqlite_writer import SQLiteWriter, sqlite_timestamp
+from .pg_driver import DriverPool
+from .raw import RawCompiler
+from .sqlite_threads import SQLiteReaders, SQLiteWriter, sqlite_timestamp
 from .tables import records, sessions
 
 MAX_PAGE = 1000
@@ -288,11 +289,15 @@ class SessionStore:
         self._is_sqlite = settings.is_sqlite
         # One shared connection for :memory:; transactions must take turns on it.
         self._serial: asyncio.Lock | None = asyncio.Lock() if settings.is_memory else None
-        self._pg_append_pool = AppendPool(self.engine)
-        # Appends to a SQLite file run whole on one writer thread (see sqlite_writer).
+        # Hot paths on the bare driver (see pg_driver and sqlite_threads); :memory: has
+        # only the engine's one connection and keeps everything on it.
+        self._raw = RawCompiler(self.engine.dialect)
+        self._pg_pool = DriverPool(self.engine)
         self._sqlite_writer: SQLiteWriter | None = None
+        self._sqlite_readers: SQLiteReaders | None = None
         if self._is_sqlite and not settings.is_memory:
             self._sqlite_writer = SQLiteWriter(str(settings.url.database))
+            self._sqlite_readers = SQLiteReaders(str(settings.url.database))
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -324,7 +329,9 @@ class SessionStore:
         """Close every pooled connection."""
         if self._sqlite_writer is not None:
             await self._sqlite_writer.close()
-        await self._pg_append_pool.close()
+        if self._sqlite_readers is not None:
+            await self._sqlite_readers.close()
+        await self._pg_pool.close()
         await self.engine.dispose()
 
     # -- units of work --------------------------------------------------------------
@@ -541,8 +548,8 @@ class SessionStore:
         ]
 
         def unit(conn: sqlite3.Connection) -> None:
-            conn.executemany(sqlite_writer.INSERT_SESSION, session_rows)
-            conn.executemany(sqlite_writer.INSERT, record_rows)
+            conn.executemany(sqlite_threads.INSERT_SESSION, session_rows)
+            conn.executemany(sqlite_threads.INSERT, record_rows)
 
         try:
             await writer.run(unit)
@@ -706,13 +713,13 @@ class SessionStore:
     async def _append_pg(
         self, session_id: str, rows: list[_Row], expected_seq: int | None, uuids: list[str]
     ) -> list[Record]:
-        """The append as one statement: in autocommit on the append pool, or, with uuids to
+        """The append as one statement: in autocommit on the driver pool, or, with uuids to
         look up first, inside a transaction with the lookup."""
         stored: dict[str, Record] = {}
         new_rows = rows
         if not uuids:
             try:
-                pool = await self._pg_append_pool.get()
+                pool = await self._pg_pool.get()
                 async with pool.acquire() as driver:
                     inserted, at = await self._pg_insert(driver, session_id, rows, expected_seq)
             except (_DuplicateUuid, SessionDBError):
@@ -795,7 +802,7 @@ class SessionStore:
             "d_cost": delta.cost,
             "expected": expected_seq,
         }
-        bump = sqlite_writer.BUMP if expected_seq is None else sqlite_writer.BUMP_EXPECTED
+        bump = sqlite_threads.BUMP if expected_seq is None else sqlite_threads.BUMP_EXPECTED
 
         def unit(conn: sqlite3.Connection) -> int | None:
             head = conn.execute(bump, params).fetchone()
@@ -803,7 +810,7 @@ class SessionStore:
                 return None
             first = int(head[0]) - len(rows) + 1
             conn.executemany(
-                sqlite_writer.INSERT,
+                sqlite_threads.INSERT,
                 [r.values(session_id, first + i, stamp) for i, r in enumerate(rows)],
             )
             return first
@@ -936,13 +943,28 @@ class SessionStore:
 
     async def _context_rows(self, session_id: str) -> ctx.ContextRows:
         check_session_id(session_id)
-        async with self._read() as conn:
-            bound = q.context(session_id, self.namespace, lateral=not self._is_sqlite)
-            rows = (await conn.execute(*bound)).all()
-        split = ctx.split_rows((r.part, r.seq, r.payload) for r in rows)
+        bound = q.context(session_id, self.namespace, lateral=not self._is_sqlite)
+        split = ctx.split_rows(await self._fetch_hot(bound))
         if split.head is None:
             raise SessionNotFoundError(session_id, self.namespace)
         return split
+
+    async def _fetch_hot(self, bound: q.Bound) -> list[Any]:
+        """All rows of one read-only statement, on the bare driver where there is one."""
+        stmt, params = bound
+        try:
+            if self._sqlite_readers is not None:
+                raw = self._raw(stmt)
+                return await self._sqlite_readers.fetch(raw.sql, raw.args(params))
+            if not self._is_sqlite:
+                raw = self._raw(stmt)
+                pool = await self._pg_pool.get()
+                async with pool.acquire() as driver:
+                    return list(await driver.fetch(raw.sql, *raw.args(params)))
+        except Exception as exc:
+            raise translate_driver_error(exc) from exc
+        async with self._read() as conn:
+            return list((await conn.execute(stmt, params)).all())
 
     async def records(
         self,

@@ -1,20 +1,22 @@
-"""The SQLite append path: a whole append in one hop to one writer thread.
+"""The SQLite hot paths: a whole unit of work in one hop to a thread of ours.
 
-Through aiosqlite every statement is a hop to the driver's thread (BEGIN IMMEDIATE,
-UPDATE, INSERT, COMMIT: four), and SQLAlchemy adds its own cost to each; an append took
-~20× the bare sqlite3 statements. Here the transaction runs start to finish in one
-thread on a plain ``sqlite3`` connection with the same pragmas. SQLite has one writer at a
-time anyway, so one thread per store loses nothing.
+Through aiosqlite every statement is a hop to the driver's thread (an append is four:
+BEGIN IMMEDIATE, UPDATE, INSERT, COMMIT), and SQLAlchemy adds its own cost to each; an
+append took ~20× the bare sqlite3 statements and a context read ~10×. Here appends run
+start to finish on one writer thread and hot reads on a few reader threads, each on a
+plain ``sqlite3`` connection with the store's pragmas. SQLite has one writer at a time
+anyway, so one writer thread per store loses nothing; WAL lets readers run beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Table
 
@@ -53,6 +55,48 @@ def sqlite_timestamp(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class SQLiteReaders:
+    """A few threads, each with its own ``sqlite3`` connection, for hot reads."""
+
+    def __init__(self, path: str, threads: int = 2) -> None:
+        self._path = path
+        self._executor = ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="sessiondb-sqlite-read"
+        )
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = _connect(self._path)
+            self._all.append(conn)
+        return conn
+
+    async def fetch(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        """All rows of one statement, read in one snapshot."""
+
+        def read() -> list[Any]:
+            return self._connection().execute(sql, args).fetchall()
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, read)
+
+    async def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        for conn in self._all:
+            conn.close()
+        self._all.clear()
+
+
 class SQLiteWriter:
     """One thread with one ``sqlite3`` connection to the store's database file."""
 
@@ -63,12 +107,7 @@ class SQLiteWriter:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn = conn
+            self._conn = _connect(self._path)
         return self._conn
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -1,10 +1,11 @@
-"""A small asyncpg pool for the Postgres append path.
+"""A small asyncpg pool for the Postgres hot paths (append, context).
 
 Checking a connection out of SQLAlchemy's pool and back costs ~200 µs of Python here,
-as much as the append's round trip to the server; asyncpg's own pool costs a fraction.
-The append is one autocommit statement, so a connection carries no session state back
-to the pool and needs no reset query on release. Connections are opened on demand and
-count against the server's limit beside the engine's pool (``max_size``, default 10).
+as much as an append's round trip to the server, and SQLAlchemy's result processing
+doubles the cost of reading a context; asyncpg's own pool and rows cost a fraction.
+Only single autocommit statements run here, so a connection carries no session state
+back to the pool and needs no reset query on release. Connections are opened on demand
+and count against the server's limit beside the engine's pool (``max_size``, default 10).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ async def _no_reset(_connection: Any) -> None:
     """Nothing to reset: only single autocommit statements run on these connections."""
 
 
-class AppendPool:
+class DriverPool:
     """Opened lazily on first use, with the engine's connection arguments."""
 
     def __init__(self, engine: AsyncEngine, max_size: int = 10) -> None:
