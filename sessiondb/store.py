@@ -257,7 +257,8 @@ class _HeadDelta:
     name: str | None
 
     @classmethod
-    def of(cls, rows: Sequence[_Row]) -> _HeadDelta:
+    def of(cls, rows: Sequence[_Row], *, name: bool = True) -> _HeadDelta:
+        """The delta of ``rows``; ``name=False`` skips deriving a name (the session has one)."""
         messages = [r.wire for r in rows if r.wire is not None]
         tokens = [0, 0, 0, 0]
         cost = 0.0
@@ -266,9 +267,29 @@ class _HeadDelta:
                 t, c = wire_usage(m)
                 tokens = [a + b for a, b in zip(tokens, t, strict=True)]
                 cost += c
-        first_user = next((m for m in messages if m["role"] == "user"), None)
-        name = derive_name(wire_text(first_user)) if first_user is not None else None
-        return cls(len(messages), (tokens[0], tokens[1], tokens[2], tokens[3]), cost, name)
+        first_user = next((m for m in messages if m["role"] == "user"), None) if name else None
+        derived = derive_name(wire_text(first_user)) if first_user is not None else None
+        return cls(len(messages), (tokens[0], tokens[1], tokens[2], tokens[3]), cost, derived)
+
+
+class _NamedSessions:
+    """Ids of sessions known to have a name, so appends skip deriving one (~40 µs).
+
+    Bounded; forgetting an id only costs one derivation, which the SQL then ignores.
+    """
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._ids
+
+    def add(self, session_id: str) -> None:
+        if len(self._ids) >= self.LIMIT:
+            self._ids.clear()
+        self._ids.add(session_id)
 
 
 class _DuplicateUuid(Exception):
@@ -292,6 +313,7 @@ class SessionStore:
         # Hot paths on the bare driver (see pg_driver and sqlite_threads); :memory: has
         # only the engine's one connection and keeps everything on it.
         self._raw = RawCompiler(self.engine.dialect)
+        self._named = _NamedSessions()
         self._pg_pool = DriverPool(self.engine)
         self._sqlite_writer: SQLiteWriter | None = None
         self._sqlite_readers: SQLiteReaders | None = None
@@ -747,7 +769,7 @@ class SessionStore:
         self, driver: Any, session_id: str, rows: list[_Row], expected_seq: int | None
     ) -> tuple[list[Any], datetime]:
         """Run the one-statement append on an asyncpg connection; the inserted seqs."""
-        delta = _HeadDelta.of(rows)
+        delta = _HeadDelta.of(rows, name=session_id not in self._named)
         at = _now()
         columns: list[list[Any]] = [
             [r.kind for r in rows],
@@ -779,6 +801,8 @@ class SessionStore:
             if getattr(exc, "constraint_name", None) == UUID_CONSTRAINT:
                 raise _DuplicateUuid() from exc
             raise translate_driver_error(exc) from exc
+        if inserted and delta.name is not None:
+            self._named.add(session_id)
         return list(inserted), at
 
     async def _append_sqlite(
@@ -787,7 +811,7 @@ class SessionStore:
         """The append (of rows without uuids) as one transaction on the writer thread."""
         at = _now()
         stamp = sqlite_timestamp(at)
-        delta = _HeadDelta.of(rows)
+        delta = _HeadDelta.of(rows, name=session_id not in self._named)
         params: dict[str, Any] = {
             "sid": session_id,
             "ns": self.namespace,
@@ -823,6 +847,8 @@ class SessionStore:
             async with self._read() as check:
                 await self._raise_missing_or_conflict(check, session_id, expected_seq)
             raise AssertionError("unreachable")
+        if delta.name is not None:
+            self._named.add(session_id)
         return self._merge_stored(session_id, rows, rows, {}, first, at)
 
     def _merge_stored(
