@@ -271,6 +271,25 @@ class _HeadDelta:
         derived = derive_name(wire_text(first_user)) if first_user is not None else None
         return cls(len(messages), (tokens[0], tokens[1], tokens[2], tokens[3]), cost, derived)
 
+    def bind(
+        self, session_id: str, namespace: str, count: int, at: Any, expected_seq: int | None
+    ) -> dict[str, Any]:
+        """Parameters of the head bump (:func:`statements.bump_head`, SQLite's ``BUMP``)."""
+        return {
+            "sid": session_id,
+            "ns": namespace,
+            "count": count,
+            "messages": self.messages,
+            "at": at,
+            "name": self.name,
+            "d_input": self.tokens[0],
+            "d_output": self.tokens[1],
+            "d_cache_read": self.tokens[2],
+            "d_cache_write": self.tokens[3],
+            "d_cost": self.cost,
+            "expected": expected_seq,
+        }
+
 
 class _NamedSessions:
     """Ids of sessions known to have a name, so appends skip deriving one (~40 µs).
@@ -812,20 +831,7 @@ class SessionStore:
         at = _now()
         stamp = sqlite_timestamp(at)
         delta = _HeadDelta.of(rows, name=session_id not in self._named)
-        params: dict[str, Any] = {
-            "sid": session_id,
-            "ns": self.namespace,
-            "count": len(rows),
-            "messages": delta.messages,
-            "at": stamp,
-            "name": delta.name,
-            "d_input": delta.tokens[0],
-            "d_output": delta.tokens[1],
-            "d_cache_read": delta.tokens[2],
-            "d_cache_write": delta.tokens[3],
-            "d_cost": delta.cost,
-            "expected": expected_seq,
-        }
+        params = delta.bind(session_id, self.namespace, len(rows), stamp, expected_seq)
         bump = sqlite_threads.BUMP if expected_seq is None else sqlite_threads.BUMP_EXPECTED
 
         def unit(conn: sqlite3.Connection) -> int | None:
@@ -908,20 +914,7 @@ class SessionStore:
         expected_seq: int | None,
     ) -> int:
         delta = _HeadDelta.of(rows)
-        params = {
-            "sid": session_id,
-            "ns": self.namespace,
-            "count": len(rows),
-            "messages": delta.messages,
-            "at": at,
-            "name": delta.name,
-            "d_input": delta.tokens[0],
-            "d_output": delta.tokens[1],
-            "d_cache_read": delta.tokens[2],
-            "d_cache_write": delta.tokens[3],
-            "d_cost": delta.cost,
-            "expected": expected_seq,
-        }
+        params = delta.bind(session_id, self.namespace, len(rows), at, expected_seq)
         head = (await conn.execute(q.bump_head(expected_seq), params)).scalar()
         if head is None:
             await self._raise_missing_or_conflict(conn, session_id, expected_seq)
