@@ -83,7 +83,22 @@ def constraint_name(exc: IntegrityError) -> str:
 
 def translate(exc: DBAPIError) -> SessionDBError:
     """The domain error for a driver error that escaped the store's own handling."""
-    text = str(exc.orig)
+    return _classify(exc.orig if exc.orig is not None else exc)
+
+
+def translate_driver_error(exc: Exception) -> Exception:
+    """The same for an exception raised by asyncpg or sqlite3 used directly (the hot
+    paths); anything that is not a database error passes through unchanged."""
+    if isinstance(exc, OSError):  # could not reach the server
+        return DatabaseError(f"cannot reach the database: {type(exc).__name__}: {exc}")
+    module = type(exc).__module__
+    if module.startswith("asyncpg") or module == "sqlite3":
+        return _classify(exc)
+    return exc
+
+
+def _classify(orig: BaseException) -> SessionDBError:
+    text = str(orig)
     if ("no such table: sessiondb_" in text) or ('relation "sessiondb_' in text):
         return ConfigurationError(
             "the database has no sessiondb schema (or an old one); run `sessiondb migrate` "
@@ -91,19 +106,4 @@ def translate(exc: DBAPIError) -> SessionDBError:
         )
     if "database is locked" in text or "could not serialize" in text or "deadlock" in text:
         return ConflictError(f"the database is busy; try again ({text})")
-    return DatabaseError(f"{type(exc.orig).__name__}: {text}")
-
-
-def translate_driver_error(exc: Exception) -> Exception:
-    """The domain error for an exception raised by asyncpg used directly (the append
-    fast path) or sqlite3 (the SQLite writer thread); anything that is not a database
-    error passes through unchanged."""
-    module = type(exc).__module__
-    if isinstance(exc, OSError):  # could not reach the server
-        return DatabaseError(f"cannot reach the database: {type(exc).__name__}: {exc}")
-    if module.startswith("asyncpg") or module == "sqlite3":
-        text = str(exc)
-        if "database is locked" in text:
-            return ConflictError(f"the database is busy; try again ({text})")
-        return DatabaseError(f"{type(exc).__name__}: {text}")
-    return exc
+    return DatabaseError(f"{type(orig).__name__}: {text}")

@@ -79,6 +79,7 @@ class SQLiteReaders:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = _connect(self._path)
+            conn.row_factory = sqlite3.Row  # columns by name, like the other drivers' rows
             self._all.append(conn)
         return conn
 

@@ -203,14 +203,21 @@ def _record_from_values(
     )
 
 
-def _session_info(row: Row[Any]) -> SessionInfo:
-    m = row._mapping
+def _utc(value: datetime | str) -> datetime:
+    """A timestamp column's value as aware UTC, from any driver (sqlite3 gives text)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _session_info(m: Any) -> SessionInfo:
+    """A sessions row (SQLAlchemy mapping, asyncpg record or sqlite3 row) as a model."""
     return SessionInfo(
         id=m["id"],
         namespace=m["namespace"],
         name=m["name"],
-        created_at=m["created_at"],
-        last_message_at=m["last_message_at"] if m["message_count"] else None,
+        created_at=_utc(m["created_at"]),
+        last_message_at=_utc(m["last_message_at"]) if m["message_count"] else None,
         model=m["model"],
         message_count=m["message_count"],
         last_seq=m["last_seq"],
@@ -605,11 +612,10 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        async with self._read() as conn:
-            row = (await conn.execute(*q.get_session(session_id, self.namespace))).first()
-        if row is None:
+        rows = await self._fetch_hot(q.get_session(session_id, self.namespace))
+        if not rows:
             raise SessionNotFoundError(session_id, self.namespace)
-        return _session_info(row)
+        return _session_info(rows[0])
 
     async def list_sessions(
         self,
@@ -637,13 +643,12 @@ class SessionStore:
         bound = q.list_sessions(
             self.namespace, limit=limit + 1, after=after, source=source, parent_id=parent_id
         )
-        async with self._read() as conn:
-            rows = (await conn.execute(*bound)).all()
+        rows = await self._fetch_hot(bound)
         items = [_session_info(r) for r in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
-            next_cursor = _encode_cursor(last.last_message_at, last.id)
+            next_cursor = _encode_cursor(_utc(last["last_message_at"]), last["id"])
         return SessionPage(items=items, next_cursor=next_cursor)
 
     async def rename(self, session_id: str, name: str) -> SessionInfo:
@@ -963,18 +968,27 @@ class SessionStore:
     async def _context_rows(self, session_id: str) -> ctx.ContextRows:
         check_session_id(session_id)
         bound = q.context(session_id, self.namespace, lateral=not self._is_sqlite)
-        split = ctx.split_rows(await self._fetch_hot(bound))
+        rows = await self._fetch_hot(bound)
+        split = ctx.split_rows((r["part"], r["seq"], r["payload"]) for r in rows)
         if split.head is None:
             raise SessionNotFoundError(session_id, self.namespace)
         return split
 
     async def _fetch_hot(self, bound: q.Bound) -> list[Any]:
-        """All rows of one read-only statement, on the bare driver where there is one."""
+        """All rows of one read-only statement, on the bare driver where there is one.
+
+        Rows are read by column name (asyncpg records, sqlite3 rows, SQLAlchemy mappings).
+        """
         stmt, params = bound
         try:
             if self._sqlite_readers is not None:
                 raw = self._raw(stmt)
-                return await self._sqlite_readers.fetch(raw.sql, raw.args(params))
+                # What UTCDateTime would bind: the text SQLite stores and sorts by.
+                args = [
+                    sqlite_timestamp(v.astimezone(UTC)) if isinstance(v, datetime) else v
+                    for v in raw.args(params)
+                ]
+                return await self._sqlite_readers.fetch(raw.sql, args)
             if not self._is_sqlite:
                 raw = self._raw(stmt)
                 pool = await self._pg_pool.get()
@@ -983,7 +997,7 @@ class SessionStore:
         except Exception as exc:
             raise translate_driver_error(exc) from exc
         async with self._read() as conn:
-            return list((await conn.execute(stmt, params)).all())
+            return [row._mapping for row in await conn.execute(stmt, params)]
 
     async def records(
         self,
