@@ -851,7 +851,7 @@ class SessionStore:
             return first
 
         try:
-            first = await writer.run(unit)
+            first = await writer.run(unit, short=True)
         except sqlite3.Error as exc:
             raise translate_driver_error(exc) from exc
         if first is None:

@@ -1,0 +1,85 @@
+"""The SQLite hot paths: inline appends that yield, fall back when the lock is taken,
+and checkpoint off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+from sessiondb import SessionStore
+from sessiondb.config import Settings
+
+
+async def _store_with_session(path: Path) -> tuple[SessionStore, str]:
+    """An open store (the test closes it) and a session in it."""
+    store = SessionStore(Settings.from_env(str(path)))
+    await store.migrate()
+    return store, (await store.create_session()).id
+
+
+async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
+    store, sid = await _store_with_session(tmp_path / "fair.sqlite3")
+    try:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        for i in range(200):
+            await store.append(sid, {"role": "user", "content": f"m{i}"})
+        stop.set()
+        await task
+        assert ticks >= 100  # the ticker ran between appends, not only at the end
+        assert (await store.get_session(sid)).last_seq == 200
+    finally:
+        await store.close()
+
+
+async def test_an_append_waits_for_a_lock_held_elsewhere(tmp_path: Path) -> None:
+    path = tmp_path / "busy.sqlite3"
+    store, sid = await _store_with_session(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's writer holds the lock
+        started = time.perf_counter()
+        pending = asyncio.create_task(store.append(sid, {"role": "user", "content": "late"}))
+        await asyncio.sleep(0.3)
+        assert not pending.done()  # waiting on the writer thread, not failed
+        other.execute("COMMIT")
+        (record,) = await asyncio.wait_for(pending, 10)
+        assert record.seq == 1
+        assert time.perf_counter() - started >= 0.3
+        assert [m.text() for m in await store.context(sid)] == ["late"]
+    finally:
+        other.close()
+        await store.close()
+
+
+async def _wal_size_after_appends(path: Path, checkpoint_every: int) -> int:
+    store, sid = await _store_with_session(path)
+    try:
+        writer = store._sqlite_writer
+        assert writer is not None
+        writer.CHECKPOINT_EVERY = checkpoint_every  # type: ignore[misc]
+        for _ in range(80):
+            await store.append(sid, {"role": "user", "content": "x" * 20_000})
+        await asyncio.sleep(0.3)  # let a last checkpoint finish on the thread
+        assert (await store.get_session(sid)).last_seq == 80
+        return Path(f"{path}-wal").stat().st_size
+    finally:
+        await store.close()
+
+
+async def test_inline_commits_are_checkpointed_by_the_thread(tmp_path: Path) -> None:
+    # Inline commits never checkpoint; the thread does every CHECKPOINT_EVERY commits,
+    # after which the WAL is written from its start again instead of growing.
+    never = await _wal_size_after_appends(tmp_path / "never.sqlite3", 10**9)
+    often = await _wal_size_after_appends(tmp_path / "often.sqlite3", 10)
+    assert often < never / 2
