@@ -59,6 +59,7 @@ from .sqlite_threads import SQLiteReaders, SQLiteWriter, sqlite_timestamp
 from .tables import records, sessions
 
 MAX_PAGE = 1000
+INLINE_WRITE_CHARS = 64_000
 UUID_CONSTRAINT = "uq_sessiondb_records_session_id_uuid"
 PARENT_CONSTRAINT = "fk_sessiondb_sessions_parent_id_sessiondb_sessions"
 
@@ -851,7 +852,10 @@ class SessionStore:
             return first
 
         try:
-            first = await writer.run(unit, short=True)
+            # A big payload (a long tool result) is written on the thread: copying it
+            # into the database would hold the event loop for milliseconds.
+            short = sum(len(r.payload) for r in rows) <= INLINE_WRITE_CHARS
+            first = await writer.run(unit, short=short)
         except sqlite3.Error as exc:
             raise translate_driver_error(exc) from exc
         if first is None:

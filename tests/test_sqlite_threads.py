@@ -83,3 +83,20 @@ async def test_inline_commits_are_checkpointed_by_the_thread(tmp_path: Path) -> 
     never = await _wal_size_after_appends(tmp_path / "never.sqlite3", 10**9)
     often = await _wal_size_after_appends(tmp_path / "often.sqlite3", 10)
     assert often < never / 2
+
+
+async def test_big_appends_are_written_on_the_thread(tmp_path: Path) -> None:
+    store, sid = await _store_with_session(tmp_path / "big.sqlite3")
+    try:
+        writer = store._sqlite_writer
+        assert writer is not None
+        await store.append(sid, {"role": "user", "content": "small"})
+        inline = writer._inline_commits
+        assert inline == 1
+        big = "y" * 200_000
+        (record,) = await store.append(sid, {"role": "toolResult", "content": big})
+        assert writer._inline_commits == inline  # not inline
+        assert record.seq == 2
+        assert [m.text() for m in await store.context(sid)] == ["small", big]
+    finally:
+        await store.close()
