@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import URL, make_url
@@ -35,18 +36,25 @@ class Postgres:
     container: object | None = None
 
 
+async def _connect(url: URL, **kwargs: Any) -> Any:
+    """An asyncpg connection to ``url`` (its database, else ``postgres``)."""
+    import asyncpg
+
+    return await asyncpg.connect(
+        user=url.username,
+        password=url.password,
+        host=url.host or "127.0.0.1",
+        port=url.port or 5432,
+        database=url.database or "postgres",
+        **kwargs,
+    )
+
+
 async def _can_connect(url: URL) -> str | None:
     import asyncpg
 
     try:
-        conn = await asyncpg.connect(
-            user=url.username,
-            password=url.password,
-            host=url.host or "127.0.0.1",
-            port=url.port or 5432,
-            database=url.database or "postgres",
-            timeout=3,
-        )
+        conn = await _connect(url, timeout=3)
     except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
         return f"{type(exc).__name__}: {exc}"
     await conn.close()
@@ -80,15 +88,8 @@ def _find_postgres() -> Postgres:
 
 
 async def _admin(url: URL, *statements: str) -> None:
-    import asyncpg
 
-    conn = await asyncpg.connect(
-        user=url.username,
-        password=url.password,
-        host=url.host,
-        port=url.port or 5432,
-        database=url.database or "postgres",
-    )
+    conn = await _connect(url)
     try:
         for statement in statements:
             await conn.execute(statement)
@@ -117,18 +118,11 @@ def postgres() -> Iterator[Postgres]:
 
 
 async def _drop_run_databases(pg: Postgres) -> None:
-    import asyncpg
 
     assert pg.admin_url is not None and pg.template is not None
     prefix = pg.template.removesuffix("_template")
     url = pg.admin_url
-    conn = await asyncpg.connect(
-        user=url.username,
-        password=url.password,
-        host=url.host,
-        port=url.port or 5432,
-        database=url.database or "postgres",
-    )
+    conn = await _connect(url)
     try:
         names = await conn.fetch(
             "SELECT datname FROM pg_database WHERE datname LIKE $1", prefix + "%"

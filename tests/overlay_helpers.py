@@ -39,6 +39,13 @@ def result(call_id: str, text: str | None = None) -> dict[str, Any]:
     }
 
 
+async def session_with(store: SessionStore, messages: list[dict[str, Any]]) -> str:
+    """A new session holding ``messages``; its id."""
+    info = await store.create_session()
+    await store.append(info.id, messages)
+    return info.id
+
+
 def summary_text(summary: str) -> str:
     return SUMMARY_PREFIX + summary + SUMMARY_SUFFIX
 

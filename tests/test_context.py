@@ -17,6 +17,7 @@ from overlay_helpers import (
     assistant,
     raw_records,
     result,
+    session_with,
     summary_text,
     texts,
     user,
@@ -32,13 +33,6 @@ from sessiondb import (
 )
 from sessiondb.context import SUMMARY_PREFIX, SUMMARY_SUFFIX
 
-
-async def _session_with(store: SessionStore, messages: list[dict[str, Any]]) -> str:
-    info = await store.create_session()
-    await store.append(info.id, messages)
-    return info.id
-
-
 # -- context without overlays -----------------------------------------------------------
 
 
@@ -49,7 +43,7 @@ async def test_context_of_an_empty_session_is_empty(store: SessionStore) -> None
 
 async def test_context_without_compaction_is_every_message_in_order(store: SessionStore) -> None:
     sent = [user("q1"), assistant("calling", ["A"]), result("A"), assistant("a1"), user("q2")]
-    sid = await _session_with(store, sent)
+    sid = await session_with(store, sent)
 
     context = await store.context(sid)
 
@@ -64,7 +58,7 @@ async def test_context_of_a_missing_session_raises(store: SessionStore) -> None:
 
 
 async def test_context_of_another_namespace_is_not_found(store: SessionStore, db_url: str) -> None:
-    sid = await _session_with(store, [user("mine")])
+    sid = await session_with(store, [user("mine")])
     async with SessionStore.open(db_url, namespace="tenant-b") as other:
         with pytest.raises(SessionNotFoundError):
             await other.context(sid)
@@ -77,7 +71,7 @@ async def test_context_of_another_namespace_is_not_found(store: SessionStore, db
 
 
 async def test_compaction_context_is_summary_then_kept_messages(store: SessionStore) -> None:
-    sid = await _session_with(store, [user(f"m{i}") for i in range(1, 7)])
+    sid = await session_with(store, [user(f"m{i}") for i in range(1, 7)])
 
     await store.append_compaction(sid, summary="the first five", first_kept_seq=4)
     await store.append(sid, [user("m8")])  # seq 7 is the compaction record
@@ -94,7 +88,7 @@ async def test_compaction_context_is_summary_then_kept_messages(store: SessionSt
 
 
 async def test_append_compaction_stores_one_overlay_row(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a"), assistant("b"), user("c")])
+    sid = await session_with(store, [user("a"), assistant("b"), user("c")])
     before = await raw_records(store)
 
     record = await store.append_compaction(
@@ -125,7 +119,7 @@ async def test_append_compaction_stores_one_overlay_row(store: SessionStore) -> 
 
 
 async def test_compaction_rows_have_the_queried_columns(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a"), user("b")])
+    sid = await session_with(store, [user("a"), user("b")])
     await store.append_compaction(sid, summary="s", first_kept_seq=2)
     async with store.engine.connect() as conn:
         row = (
@@ -142,7 +136,7 @@ async def test_compaction_rows_have_the_queried_columns(store: SessionStore) -> 
 
 
 async def test_context_after_two_compactions_uses_only_the_latest(store: SessionStore) -> None:
-    sid = await _session_with(store, [user(f"m{i}") for i in range(1, 6)])
+    sid = await session_with(store, [user(f"m{i}") for i in range(1, 6)])
     await store.append_compaction(sid, summary="first", first_kept_seq=3)  # seq 6
     await store.append(sid, [user("m7"), user("m8")])
     before = await raw_records(store)
@@ -158,13 +152,13 @@ async def test_context_after_two_compactions_uses_only_the_latest(store: Session
 
 
 async def test_compaction_may_keep_from_the_first_message(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a"), user("b")])
+    sid = await session_with(store, [user("a"), user("b")])
     await store.append_compaction(sid, summary="nothing dropped", first_kept_seq=1)
     assert texts(await store.context(sid)) == [summary_text("nothing dropped"), "a", "b"]
 
 
 async def test_compaction_may_cut_before_a_call_or_after_its_results(store: SessionStore) -> None:
-    sid = await _session_with(
+    sid = await session_with(
         store,
         [user("q"), assistant("call", ["A", "B"]), result("A"), result("B"), assistant("done")],
     )
@@ -182,14 +176,14 @@ async def test_compaction_may_cut_before_a_call_or_after_its_results(store: Sess
 
 async def test_compaction_keeps_messages_appended_after_it(store: SessionStore) -> None:
     """The overlay names only first_kept_seq: what arrives later is simply kept."""
-    sid = await _session_with(store, [user("old"), user("kept")])
+    sid = await session_with(store, [user("old"), user("kept")])
     await store.append_compaction(sid, summary="s", first_kept_seq=2)
     await store.append(sid, [assistant("new1"), user("new2")])
     assert texts(await store.context(sid)) == [summary_text("s"), "kept", "new1", "new2"]
 
 
 async def test_append_compaction_with_expected_seq(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a"), user("b")])
+    sid = await session_with(store, [user("a"), user("b")])
     before = await raw_records(store)
     with pytest.raises(SeqConflictError):
         await store.append_compaction(sid, summary="s", first_kept_seq=2, expected_seq=1)
@@ -204,7 +198,7 @@ async def test_append_compaction_with_expected_seq(store: SessionStore) -> None:
 async def _refusal_fixture(store: SessionStore) -> str:
     """1 user, 2 assistant(call A,B), 3 result A, 4 result B, 5 assistant, 6 user,
     7 compaction(first_kept 5), 8 user, 9 tombstone(8), 10 assistant."""
-    sid = await _session_with(
+    sid = await session_with(
         store,
         [
             user("q"),
@@ -249,7 +243,7 @@ async def test_compaction_refuses_a_first_kept_seq_outside_the_context(
 async def test_compaction_refuses_to_split_a_tool_pair(
     store: SessionStore, first_kept_seq: int
 ) -> None:
-    sid = await _session_with(
+    sid = await session_with(
         store,
         [user("q"), assistant("call", ["A", "B"]), result("A"), result("B"), assistant("done")],
     )
@@ -264,7 +258,7 @@ async def test_compaction_refuses_to_split_a_tool_pair(
 async def test_compaction_refuses_a_first_kept_seq_that_is_not_a_positive_int(
     store: SessionStore, bad: Any
 ) -> None:
-    sid = await _session_with(store, [user("a"), user("b")])
+    sid = await session_with(store, [user("a"), user("b")])
     before = await raw_records(store)
     with pytest.raises(InvalidInputError):
         await store.append_compaction(sid, summary="s", first_kept_seq=bad)
@@ -277,7 +271,7 @@ async def test_compaction_of_a_missing_session_raises(store: SessionStore) -> No
 
 
 async def test_compaction_refuses_a_bad_summary(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a")])
+    sid = await session_with(store, [user("a")])
     with pytest.raises(InvalidInputError):
         await store.append_compaction(sid, summary=None, first_kept_seq=1)  # type: ignore[arg-type]
     assert await store.records(sid, kinds=["compaction"]) == []
@@ -318,7 +312,7 @@ async def test_records_of_a_missing_session_raises(store: SessionStore) -> None:
 
 
 async def test_tombstoning_the_latest_compaction_falls_back_in_records(store: SessionStore) -> None:
-    sid = await _session_with(store, [user(f"m{i}") for i in range(1, 5)])
+    sid = await session_with(store, [user(f"m{i}") for i in range(1, 5)])
     await store.append_compaction(sid, summary="c1", first_kept_seq=2)  # 5
     await store.append_compaction(sid, summary="c2", first_kept_seq=4)  # 6
     assert [r.seq for r in await store.records(sid, include_superseded=False)] == [4, 5, 6]
@@ -353,7 +347,7 @@ async def _check_nothing_lost(
 
 
 async def test_concurrent_appends_while_compacting_lose_nothing(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("seed")])
+    sid = await session_with(store, [user("seed")])
     writers, per_writer = 8, 25
     done = asyncio.Event()
     compacted: list[tuple[int, int]] = []  # (compaction seq, head right before)
@@ -405,7 +399,7 @@ async def test_appends_from_processes_while_compacting_lose_nothing(pg_url: str)
     workers, per_worker = 4, 60
     spawn = multiprocessing.get_context("spawn")
     async with SessionStore.open(pg_url) as store:
-        sid = await _session_with(store, [user("seed")])
+        sid = await session_with(store, [user("seed")])
         procs = [
             spawn.Process(target=_append_from_process, args=(pg_url, sid, w, per_worker))
             for w in range(workers)
@@ -445,7 +439,7 @@ async def test_context_json_is_the_context_as_wire_json(store: SessionStore) -> 
         "content": [{"type": "text", "text": "\u0000 \ud800 😀"}],
         "big": 2**70,
     }
-    sid = await _session_with(
+    sid = await session_with(
         store,
         [user("old"), assistant("calling", ["c1"]), odd, user("kept"), assistant("answer")],
     )

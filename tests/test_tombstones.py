@@ -13,6 +13,7 @@ from overlay_helpers import (
     assistant,
     raw_records,
     result,
+    session_with,
     summary_text,
     texts,
     user,
@@ -28,18 +29,12 @@ from sessiondb import (
 )
 
 
-async def _session_with(store: SessionStore, messages: list[dict[str, Any]]) -> str:
-    info = await store.create_session()
-    await store.append(info.id, messages)
-    return info.id
-
-
 def _targets(tombstones: list[Any]) -> list[int]:
     return [t.tombstone.target_seq for t in tombstones]
 
 
 async def test_tombstone_hides_the_message_and_keeps_the_row(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a"), assistant("b"), user("c")])
+    sid = await session_with(store, [user("a"), assistant("b"), user("c")])
     before = await raw_records(store)
 
     written = await store.tombstone(sid, 2, reason="wrong answer")
@@ -70,7 +65,7 @@ async def test_tombstone_hides_the_message_and_keeps_the_row(store: SessionStore
 
 
 async def test_tombstone_without_reason(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a")])
+    sid = await session_with(store, [user("a")])
     (tomb,) = await store.tombstone(sid, 1)
     assert tomb.tombstone == Tombstone(target_seq=1)
     assert tomb.tombstone.reason is None
@@ -78,7 +73,7 @@ async def test_tombstone_without_reason(store: SessionStore) -> None:
 
 
 async def test_tombstone_after_first_kept_seq_leaves_the_context(store: SessionStore) -> None:
-    sid = await _session_with(store, [user(f"m{i}") for i in range(1, 6)])
+    sid = await session_with(store, [user(f"m{i}") for i in range(1, 6)])
     await store.append_compaction(sid, summary="s", first_kept_seq=3)  # 6
     await store.tombstone(sid, 4)
     assert texts(await store.context(sid)) == [summary_text("s"), "m3", "m5"]
@@ -88,7 +83,7 @@ async def test_tombstone_after_first_kept_seq_leaves_the_context(store: SessionS
 
 
 async def test_tombstone_before_first_kept_seq(store: SessionStore) -> None:
-    sid = await _session_with(store, [user(f"m{i}") for i in range(1, 6)])
+    sid = await session_with(store, [user(f"m{i}") for i in range(1, 6)])
     await store.append_compaction(sid, summary="s", first_kept_seq=4)  # 6
     before = await raw_records(store)
 
@@ -102,7 +97,7 @@ async def test_tombstone_before_first_kept_seq(store: SessionStore) -> None:
 
 
 async def test_tombstoning_an_assistant_takes_its_tool_results(store: SessionStore) -> None:
-    sid = await _session_with(
+    sid = await session_with(
         store,
         [
             user("q"),
@@ -129,7 +124,7 @@ async def test_tombstoning_an_assistant_takes_its_tool_results(store: SessionSto
 async def test_tombstoning_a_tool_result_takes_its_call_and_siblings(
     store: SessionStore, target: int
 ) -> None:
-    sid = await _session_with(
+    sid = await session_with(
         store,
         [
             user("q"),
@@ -146,7 +141,7 @@ async def test_tombstoning_a_tool_result_takes_its_call_and_siblings(
 
 
 async def test_tombstoning_a_later_tool_result_leaves_earlier_pairs(store: SessionStore) -> None:
-    sid = await _session_with(
+    sid = await session_with(
         store,
         [user("q"), assistant("c1", ["A"]), result("A"), assistant("c2", ["B"]), result("B")],
     )
@@ -157,7 +152,7 @@ async def test_tombstoning_a_later_tool_result_leaves_earlier_pairs(store: Sessi
 async def test_tombstoning_an_assistant_without_calls_takes_only_itself(
     store: SessionStore,
 ) -> None:
-    sid = await _session_with(
+    sid = await session_with(
         store, [user("q"), assistant("plain"), assistant("call", ["A"]), result("A")]
     )
     assert _targets(await store.tombstone(sid, 2)) == [2]
@@ -165,13 +160,13 @@ async def test_tombstoning_an_assistant_without_calls_takes_only_itself(
 
 
 async def test_tombstoning_a_user_message_takes_only_itself(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("q"), assistant("call", ["A"]), result("A")])
+    sid = await session_with(store, [user("q"), assistant("call", ["A"]), result("A")])
     assert _targets(await store.tombstone(sid, 1)) == [1]
     assert texts(await store.context(sid)) == ["call", "result A"]
 
 
 async def test_tombstoning_a_compaction_restores_the_history(store: SessionStore) -> None:
-    sid = await _session_with(store, [user(f"m{i}") for i in range(1, 5)])
+    sid = await session_with(store, [user(f"m{i}") for i in range(1, 5)])
     await store.append_compaction(sid, summary="s", first_kept_seq=3)  # 5
     await store.append(sid, [user("m6")])
     before = await raw_records(store)
@@ -190,7 +185,7 @@ async def test_tombstoning_a_compaction_restores_the_history(store: SessionStore
 async def test_tombstoning_the_latest_compaction_falls_back_to_the_previous(
     store: SessionStore,
 ) -> None:
-    sid = await _session_with(store, [user(f"m{i}") for i in range(1, 5)])
+    sid = await session_with(store, [user(f"m{i}") for i in range(1, 5)])
     await store.append_compaction(sid, summary="first", first_kept_seq=2)  # 5
     await store.append_compaction(sid, summary="second", first_kept_seq=4)  # 6
     assert texts(await store.context(sid)) == [summary_text("second"), "m4"]
@@ -204,7 +199,7 @@ async def test_tombstoning_the_latest_compaction_falls_back_to_the_previous(
 
 
 async def test_a_second_tombstone_of_the_same_target_is_a_no_op(store: SessionStore) -> None:
-    sid = await _session_with(
+    sid = await session_with(
         store, [user("q"), assistant("call", ["A"]), result("A"), user("more")]
     )
     assert _targets(await store.tombstone(sid, 1)) == [1]
@@ -222,7 +217,7 @@ async def test_a_second_tombstone_of_the_same_target_is_a_no_op(store: SessionSt
 
 
 async def test_cascade_skips_members_already_tombstoned(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("q"), assistant("call", ["A", "B"]), result("A")])
+    sid = await session_with(store, [user("q"), assistant("call", ["A", "B"]), result("A")])
     assert _targets(await store.tombstone(sid, 3)) == [2, 3]  # 4, 5
     await store.append(sid, [result("B")])  # 6: arrives after its call was tombstoned
     assert texts(await store.context(sid)) == ["q", "result B"]
@@ -235,7 +230,7 @@ async def test_cascade_skips_members_already_tombstoned(store: SessionStore) -> 
 
 @pytest.mark.parametrize("seq", [0, -1, 4, 1_000_000])
 async def test_tombstone_of_a_missing_seq_raises(store: SessionStore, seq: int) -> None:
-    sid = await _session_with(store, [user("a"), user("b"), user("c")])
+    sid = await session_with(store, [user("a"), user("b"), user("c")])
     before = await raw_records(store)
     with pytest.raises(RecordNotFoundError) as info:
         await store.tombstone(sid, seq)
@@ -244,7 +239,7 @@ async def test_tombstone_of_a_missing_seq_raises(store: SessionStore, seq: int) 
 
 
 async def test_tombstone_of_a_tombstone_is_refused(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a"), user("b")])
+    sid = await session_with(store, [user("a"), user("b")])
     await store.tombstone(sid, 1)  # seq 3
     before = await raw_records(store)
     with pytest.raises(InvalidInputError, match="is a tombstone"):
@@ -255,7 +250,7 @@ async def test_tombstone_of_a_tombstone_is_refused(store: SessionStore) -> None:
 
 @pytest.mark.parametrize("bad", ["1", True, 1.0, None])
 async def test_tombstone_refuses_a_seq_that_is_not_an_int(store: SessionStore, bad: Any) -> None:
-    sid = await _session_with(store, [user("a")])
+    sid = await session_with(store, [user("a")])
     before = await raw_records(store)
     with pytest.raises(InvalidInputError):
         await store.tombstone(sid, bad)
@@ -263,7 +258,7 @@ async def test_tombstone_refuses_a_seq_that_is_not_an_int(store: SessionStore, b
 
 
 async def test_tombstone_refuses_an_unstorable_reason(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a")])
+    sid = await session_with(store, [user("a")])
     with pytest.raises(InvalidInputError):
         await store.tombstone(sid, 1, reason="nul\x00byte")
     assert texts(await store.context(sid)) == ["a"]
@@ -275,7 +270,7 @@ async def test_tombstone_in_a_missing_session_raises(store: SessionStore) -> Non
 
 
 async def test_compaction_refuses_a_tombstoned_first_kept_seq(store: SessionStore) -> None:
-    sid = await _session_with(store, [user("a"), user("b"), user("c")])
+    sid = await session_with(store, [user("a"), user("b"), user("c")])
     await store.tombstone(sid, 2)
     with pytest.raises(InvalidInputError, match="first_kept_seq 2 "):
         await store.append_compaction(sid, summary="s", first_kept_seq=2)
