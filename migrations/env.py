@@ -14,7 +14,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from sessiondb.config import Settings
-from sessiondb.engine import create_engine
+from sessiondb.backends import open_backend
 from sessiondb.tables import VERSION_TABLE, metadata
 
 config = context.config
@@ -40,13 +40,12 @@ def _run_sync(connection: Connection) -> None:
 
 
 async def _run_with_url(url: str | None) -> None:
-    engine = create_engine(Settings.from_env(url))
+    # The same connection set-up as the store's: one backend, one connection.
+    backend = open_backend(Settings.from_env(url))
     try:
-        async with engine.connect() as conn:
-            await conn.run_sync(_run_sync)
-            await conn.commit()
+        await backend.run_sync(_run_sync)
     finally:
-        await engine.dispose()
+        await backend.close()
 
 
 def run_offline() -> None:

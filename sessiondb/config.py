@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -17,18 +20,78 @@ DEFAULT_SQLITE_FILE = "sessiondb.sqlite3"
 DEFAULT_NAMESPACE = "default"
 
 
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_POOL_MAX_SIZE = 10
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """How every connection to a server is opened: the same for the pool and for
+    migrations. Postgres uses all of them; SQLite has no server and ignores them.
+
+    Attributes:
+        connect_timeout: seconds to connect (and finish the start-up handshake).
+        pool_min_size, pool_max_size: connections the store keeps open at least and at
+            most; the store never opens more than ``pool_max_size`` at once, plus one
+            while it migrates.
+        server_settings: run-time parameters for every connection (``application_name``
+            defaults to ``sessiondb``).
+        ssl: what asyncpg's ``ssl`` takes (an ``ssl.SSLContext``, ``True``, or a libpq
+            mode such as ``"require"``); ``sslmode`` in the URL does the same.
+        connect_args: further keyword arguments for ``asyncpg.connect``.
+    """
+
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    pool_min_size: int = 0
+    pool_max_size: int = DEFAULT_POOL_MAX_SIZE
+    server_settings: Mapping[str, str] = field(default_factory=dict)
+    ssl: Any = None
+    connect_args: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        timeout = self.connect_timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ConfigurationError(
+                f"connect_timeout must be a positive number of seconds, got {timeout!r}"
+            )
+        for name in ("pool_min_size", "pool_max_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000:
+                raise ConfigurationError(f"{name} must be an int in 0..10000, got {value!r}")
+        if self.pool_max_size < 1 or self.pool_min_size > self.pool_max_size:
+            raise ConfigurationError(
+                f"need 1 <= pool_max_size and pool_min_size <= pool_max_size, got "
+                f"{self.pool_min_size} and {self.pool_max_size}"
+            )
+        for name in ("server_settings", "connect_args"):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+                raise ConfigurationError(f"{name} must be a dict with string keys, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where the sessions live and whose they are. Validated when built."""
 
     url: URL
     namespace: str = DEFAULT_NAMESPACE
+    connect: ConnectOptions = field(default_factory=ConnectOptions)
 
     def __post_init__(self) -> None:
         check_namespace(self.namespace)
 
     @classmethod
-    def from_env(cls, url: str | None = None, namespace: str | None = None) -> Settings:
+    def from_env(
+        cls,
+        url: str | None = None,
+        namespace: str | None = None,
+        connect: ConnectOptions | None = None,
+    ) -> Settings:
         """Arguments first, then ``SESSIONDB_URL`` / ``SESSIONDB_NAMESPACE``, then defaults."""
         # An explicit argument is used as given, even "": an empty namespace must not
         # silently become the default tenant. An empty variable counts as unset.
@@ -45,7 +108,7 @@ class Settings:
                 raise ConfigurationError(f"{url_var}: {exc}") from exc
             raise
         try:
-            return cls(url=parsed, namespace=ns)
+            return cls(url=parsed, namespace=ns, connect=connect or ConnectOptions())
         except ConfigurationError as exc:
             if ns_var:
                 raise ConfigurationError(f"{ns_var}: {exc}") from exc

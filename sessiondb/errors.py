@@ -39,6 +39,11 @@ class ConflictError(SessionDBError):
     """The operation conflicts with the stored state."""
 
 
+class BusyError(ConflictError):
+    """The database is busy (a lock wait, a serialization failure, a deadlock); the
+    operation wrote nothing and can be tried again."""
+
+
 class SeqConflictError(ConflictError):
     """The session's head is not at the seq the caller expected; nothing was written."""
 
@@ -103,3 +108,11 @@ class MissingDependencyError(ConfigurationError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+class DatabaseError(SessionDBError):
+    """The database refused the operation."""
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """The database could not be reached, or the connection to it was lost."""

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .tables import VERSION_TABLE
 
-__all__ = ["VERSION_TABLE", "alembic_config", "run"]
+__all__ = ["VERSION_TABLE", "alembic_config", "run", "run_sync"]
 
 
 def migrations_dir() -> Path:
@@ -34,15 +34,16 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
-async def run(conn: AsyncConnection, action: str = "upgrade", revision: str = "head") -> None:
+def run_sync(conn: Connection, action: str = "upgrade", revision: str = "head") -> None:
     """Run an Alembic command (``upgrade``/``downgrade``/``check``) on ``conn``."""
+    cfg = alembic_config(conn)
+    fn: Any = getattr(command, action)
+    if action == "check":
+        fn(cfg)
+    else:
+        fn(cfg, revision)
 
-    def _sync(sync_conn: Connection) -> None:
-        cfg = alembic_config(sync_conn)
-        fn: Any = getattr(command, action)
-        if action == "check":
-            fn(cfg)
-        else:
-            fn(cfg, revision)
 
-    await conn.run_sync(_sync)
+async def run(conn: AsyncConnection, action: str = "upgrade", revision: str = "head") -> None:
+    """:func:`run_sync` on an async SQLAlchemy connection."""
+    await conn.run_sync(lambda sync_conn: run_sync(sync_conn, action, revision))

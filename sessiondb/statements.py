@@ -1,12 +1,22 @@
 """Statement builders: SQLAlchemy Core statements, no I/O.
 
-The store executes these; keeping them apart means every query can be read, compiled
-and EXPLAINed on its own.
+Every statement sessiondb runs is built here, once per shape, and each backend compiles
+it once to its driver's SQL. Builders return ``(statement, parameters)``. Building the
+context statement costs ~2.5 ms of Python, five times what running it costs, so each
+shape is cached.
 
-Each builder returns ``(statement, parameters)``: the statement is built once per shape
-and cached, with the values as named bind parameters. Building the context statement
-costs ~2.5 ms of Python here, five times what running it costs, so it must not happen
-per call.
+Two rules keep Postgres's plans reusable:
+
+- Values that never vary (record kinds, roles, the context's part numbers, limits of a
+  cached shape) are rendered inline with :func:`const`, not bound. Bound, they hide from
+  the planner which index applies: the generic plan of the context statement seq-scanned
+  the records table, so Postgres planned every call afresh (0.48 ms of planning against
+  0.46 ms of execution).
+- Lists are one parameter (a Postgres array, a JSON array on SQLite), never an expanded
+  ``IN (…)``, so the statement text does not change with the list's length.
+
+A few shapes differ by database (``flavour``: ``"postgresql"`` or ``"sqlite"``): the
+one-statement append and ``LATERAL`` exist on Postgres only, and lists bind differently.
 """
 
 from __future__ import annotations
@@ -22,16 +32,20 @@ from sqlalchemy import (
     Delete,
     Executable,
     Float,
+    Insert,
+    Integer,
     Select,
     String,
     Text,
     Update,
     and_,
+    any_,
     bindparam,
     case,
     delete,
     func,
-    literal,
+    insert,
+    literal_column,
     null,
     select,
     true,
@@ -39,10 +53,33 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from .tables import Id, UTCDateTime, records, sessions
 
-RECORD_COLUMNS = (
+Bound = tuple[Executable, dict[str, Any]]
+
+POSTGRES = "postgresql"
+SQLITE = "sqlite"
+
+# The records table's columns in table order: the order of every row tuple sessiondb
+# inserts (:func:`insert_rows`, COPY).
+RECORD_COLUMN_NAMES = tuple(c.name for c in records.c)
+SESSION_COLUMN_NAMES = tuple(c.name for c in sessions.c)
+# What an append supplies per record; the backend adds session_id, seq and created_at.
+APPEND_COLUMN_NAMES = (
+    "kind",
+    "role",
+    "uuid",
+    "parent_uuid",
+    "tool_call_id",
+    "target_seq",
+    "first_kept_seq",
+    "size",
+    "payload",
+)
+# What a read of records returns, in this order.
+RECORD_READ = (
     records.c.session_id,
     records.c.seq,
     records.c.kind,
@@ -51,16 +88,47 @@ RECORD_COLUMNS = (
     records.c.payload,
 )
 
-
-Bound = tuple[Executable, dict[str, Any]]
-
 # Every statement about one session takes these two parameters.
 SID = bindparam("sid", type_=Id)
 NS = bindparam("ns", type_=String(255))
 
 
+def const(value: str | int) -> ColumnElement[Any]:
+    """A constant rendered into the statement text instead of bound (see the module doc).
+
+    Only for sessiondb's own constants: kinds, roles, small integers.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TypeError(f"not a statement constant: {value!r}")
+    if isinstance(value, int):
+        return literal_column(str(value), type_=BigInteger())
+    if not value.isidentifier():
+        raise ValueError(f"not a statement constant: {value!r}")
+    return literal_column(f"'{value}'", type_=String())
+
+
 def _scope(session_id: str, namespace: str, **values: Any) -> dict[str, Any]:
     return {"sid": session_id, "ns": namespace, **values}
+
+
+def _in_list(col: ColumnElement[Any], name: str, flavour: str) -> ColumnElement[bool]:
+    """``col`` is one of the list bound as ``name`` (a list of strings)."""
+    if flavour == POSTGRES:
+        return col == any_(bindparam(name, type_=ARRAY(Text())))
+    items = func.json_each(bindparam(name, type_=Text())).table_valued("value")
+    return col.in_(select(items.c.value))
+
+
+def list_param(values: list[str], flavour: str) -> Any:
+    """The bound value of a list for :func:`_in_list`."""
+    if flavour == POSTGRES:
+        return values
+    from .jsoncodec import dumps
+
+    return dumps(values)
+
+
+# -- lineage ------------------------------------------------------------------------------
 
 
 def lineage() -> CTE:
@@ -76,7 +144,7 @@ def lineage() -> CTE:
         s.c.last_seq.label("upto"),
         s.c.parent_id,
         s.c.fork_seq,
-        literal(0).label("depth"),
+        const(0).label("depth"),
     ).where(s.c.id == SID, s.c.namespace == NS)
     cte = base.cte("lineage", recursive=True)
     parent = sessions.alias("parent")
@@ -89,7 +157,7 @@ def lineage() -> CTE:
             upto,
             parent.c.parent_id,
             parent.c.fork_seq,
-            cte.c.depth + 1,
+            cte.c.depth + const(1),
         ).where(parent.c.id == cte.c.parent_id)
     )
 
@@ -98,51 +166,53 @@ def _in_lineage(lin: CTE) -> ColumnElement[bool]:
     return and_(records.c.session_id == lin.c.id, records.c.seq <= lin.c.upto)
 
 
-def tombstoned_seqs(lin: CTE) -> Select[Any]:
+def _tombstoned_seqs(lin: CTE) -> Select[Any]:
     """Seqs of the lineage soft-deleted by a tombstone (found by the kind index)."""
     return (
         select(records.c.target_seq)
         .select_from(records.join(lin, _in_lineage(lin)))
-        .where(records.c.kind == "tombstone")
+        .where(records.c.kind == const("tombstone"))
     )
 
 
-def context(session_id: str, namespace: str, *, lateral: bool = False) -> Bound:
+# -- the context --------------------------------------------------------------------------
+
+
+def context(session_id: str, namespace: str, flavour: str) -> Bound:
     """Everything the model should see, in one statement (one snapshot).
 
-    Rows, ordered: one ``part = 0`` row for the session itself (absent when the session
-    does not exist in this namespace), the latest live compaction of the lineage as
-    ``part = 1`` (if any), then ``part = 2`` for each live message with
-    ``seq >= first_kept_seq``, in seq order.
-
-    Args:
-        lateral: read the kept range of each lineage member with a ``LATERAL`` subquery
-            (Postgres). SQLite has no ``LATERAL`` and plans the plain join by index.
+    Rows ``(part, seq, payload)``, ordered: one ``part = 0`` row for the session itself
+    (absent when the session does not exist in this namespace), the latest live
+    compaction of the lineage as ``part = 1`` (if any), then ``part = 2`` for each live
+    message with ``seq >= first_kept_seq``, in seq order.
     """
-    return _context(lateral), _scope(session_id, namespace)
+    return _context(flavour == POSTGRES), _scope(session_id, namespace)
 
 
 @cache
 def _context(lateral: bool) -> Select[Any]:
     lin = lineage()
-    tomb = tombstoned_seqs(lin).cte("tombstoned")
+    tomb = _tombstoned_seqs(lin).cte("tombstoned")
     compaction = (
         select(records.c.seq, records.c.first_kept_seq, records.c.payload)
         .select_from(records.join(lin, _in_lineage(lin)))
-        .where(records.c.kind == "compaction", records.c.seq.not_in(select(tomb.c.target_seq)))
+        .where(
+            records.c.kind == const("compaction"),
+            records.c.seq.not_in(select(tomb.c.target_seq)),
+        )
         .order_by(records.c.seq.desc())
-        .limit(1)
+        .limit(const(1))
         .cte("latest_compaction")
     )
-    first_kept = func.coalesce(select(compaction.c.first_kept_seq).scalar_subquery(), 0)
+    first_kept = func.coalesce(select(compaction.c.first_kept_seq).scalar_subquery(), const(0))
     head = select(
-        literal(0).label("part"),
+        const(0).label("part"),
         lin.c.upto.label("seq"),
         null().label("payload"),
-    ).where(lin.c.depth == 0)
-    overlay = select(literal(1), compaction.c.seq, compaction.c.payload)
+    ).where(lin.c.depth == const(0))
+    overlay = select(const(1), compaction.c.seq, compaction.c.payload)
     kept = (
-        records.c.kind == "message",
+        records.c.kind == const("message"),
         records.c.seq >= first_kept,
         records.c.seq.not_in(select(tomb.c.target_seq)),
     )
@@ -156,17 +226,21 @@ def _context(lateral: bool) -> Select[Any]:
             .order_by(records.c.seq)
             .lateral("kept")
         )
-        messages = select(literal(2), member.c.seq, member.c.payload).select_from(
+        messages = select(const(2), member.c.seq, member.c.payload).select_from(
             lin.join(member, true())
         )
     else:
+        # SQLite has no LATERAL and plans the plain join by index.
         messages = (
-            select(literal(2), records.c.seq, records.c.payload)
+            select(const(2), records.c.seq, records.c.payload)
             .select_from(records.join(lin, _in_lineage(lin)))
             .where(*kept)
         )
     union = union_all(head, overlay, messages).subquery("ctx")
     return select(union.c.part, union.c.seq, union.c.payload).order_by(union.c.part, union.c.seq)
+
+
+# -- records along the lineage ------------------------------------------------------------
 
 
 def lineage_records(
@@ -183,8 +257,12 @@ def lineage_records(
     limit: int | None = None,
     extra_columns: tuple[str, ...] = (),
 ) -> Bound:
-    """Stored records along the lineage, in seq order, filtered as asked; each row has
-    :data:`RECORD_COLUMNS` plus ``extra_columns`` of the records table."""
+    """Stored records along the lineage, in seq order, filtered as asked.
+
+    Each row has the columns of :data:`RECORD_READ` plus ``extra_columns`` of the records
+    table. ``kinds`` and ``roles`` must be sessiondb's own names (they are rendered
+    inline).
+    """
     stmt = _lineage_records(
         include_tombstoned,
         include_superseded,
@@ -196,7 +274,12 @@ def lineage_records(
         limit,
         extra_columns,
     )
-    return stmt, _scope(session_id, namespace, from_seq=from_seq, to_seq=to_seq)
+    params = _scope(session_id, namespace)
+    if from_seq is not None:
+        params["from_seq"] = from_seq
+    if to_seq is not None:
+        params["to_seq"] = to_seq
+    return stmt, params
 
 
 @cache
@@ -213,8 +296,8 @@ def _lineage_records(
 ) -> Select[Any]:
     lin = lineage()
     extra = [records.c[name] for name in extra_columns]
-    stmt = select(*RECORD_COLUMNS, *extra).select_from(records.join(lin, _in_lineage(lin)))
-    tomb = tombstoned_seqs(lin).cte("tombstoned")
+    stmt = select(*RECORD_READ, *extra).select_from(records.join(lin, _in_lineage(lin)))
+    tomb = _tombstoned_seqs(lin).cte("tombstoned")
     if not include_tombstoned:
         stmt = stmt.where(records.c.seq.not_in(select(tomb.c.target_seq)))
     if not include_superseded:
@@ -222,26 +305,27 @@ def _lineage_records(
             select(records.c.first_kept_seq)
             .select_from(records.join(lin, _in_lineage(lin)))
             .where(
-                records.c.kind == "compaction",
+                records.c.kind == const("compaction"),
                 records.c.seq.not_in(select(tomb.c.target_seq)),
             )
             .order_by(records.c.seq.desc())
-            .limit(1)
+            .limit(const(1))
             .scalar_subquery()
         )
         stmt = stmt.where(
-            (records.c.kind != "message") | (records.c.seq >= func.coalesce(compaction, 0))
+            (records.c.kind != const("message"))
+            | (records.c.seq >= func.coalesce(compaction, const(0)))
         )
     if kinds is not None:
-        stmt = stmt.where(records.c.kind.in_(kinds))
+        stmt = stmt.where(records.c.kind.in_([const(k) for k in kinds]))
     if roles is not None:
-        stmt = stmt.where(records.c.role.in_(roles))
+        stmt = stmt.where(records.c.role.in_([const(r) for r in roles]))
     if has_from:
         stmt = stmt.where(records.c.seq >= bindparam("from_seq", type_=BigInteger()))
     if has_to:
         stmt = stmt.where(records.c.seq <= bindparam("to_seq", type_=BigInteger()))
     stmt = stmt.order_by(records.c.seq.desc() if descending else records.c.seq)
-    return stmt.limit(limit) if limit is not None else stmt
+    return stmt.limit(const(limit)) if limit is not None else stmt
 
 
 def nearest_message(
@@ -253,8 +337,8 @@ def nearest_message(
     after: int | None = None,
 ) -> Bound:
     """The seq of the lineage's last message with one of ``roles`` at or before
-    ``at_or_before``, or of its first one after ``after`` (tombstoned ones count); NULL
-    when there is none.
+    ``at_or_before``, or of its first one after ``after`` (tombstoned ones count), as the
+    column ``seq``; NULL when there is none.
     """
     backward = at_or_before is not None
     pivot = at_or_before if backward else after
@@ -267,15 +351,18 @@ def _nearest_message(roles: tuple[str, ...], backward: bool) -> Select[Any]:
     pivot = bindparam("pivot", type_=BigInteger())
     r = records.c
     probe = select(r.seq).where(
-        r.session_id == lin.c.id, r.seq <= lin.c.upto, r.kind == "message", r.role.in_(roles)
+        r.session_id == lin.c.id,
+        r.seq <= lin.c.upto,
+        r.kind == const("message"),
+        r.role.in_([const(role) for role in roles]),
     )
     # One LIMIT 1 index probe per lineage member; ORDER BY … LIMIT 1 over the join would
     # read every matching record of the history first.
     if backward:
-        last = probe.where(r.seq <= pivot).order_by(r.seq.desc()).limit(1)
-        return select(func.max(last.scalar_subquery())).select_from(lin)
-    first = probe.where(r.seq > pivot).order_by(r.seq).limit(1)
-    return select(func.min(first.scalar_subquery())).select_from(lin)
+        last = probe.where(r.seq <= pivot).order_by(r.seq.desc()).limit(const(1))
+        return select(func.max(last.scalar_subquery()).label("seq")).select_from(lin)
+    first = probe.where(r.seq > pivot).order_by(r.seq).limit(const(1))
+    return select(func.min(first.scalar_subquery()).label("seq")).select_from(lin)
 
 
 def lineage_ids(session_id: str, namespace: str) -> Bound:
@@ -290,7 +377,7 @@ def _lineage_ids() -> Select[Any]:
 
 
 def subtree_ids(session_id: str, namespace: str) -> Bound:
-    """The session and all its descendants (forks, forks of forks), deepest first."""
+    """``(id, depth)`` of the session and all its descendants, deepest first."""
     return _subtree_ids(), _scope(session_id, namespace)
 
 
@@ -298,132 +385,54 @@ def subtree_ids(session_id: str, namespace: str) -> Bound:
 def _subtree_ids() -> Select[Any]:
     s = sessions
     cte = (
-        select(s.c.id, literal(0).label("depth"))
+        select(s.c.id, const(0).label("depth"))
         .where(s.c.id == SID, s.c.namespace == NS)
         .cte("subtree", recursive=True)
     )
     child = sessions.alias("child")
-    cte = cte.union_all(select(child.c.id, cte.c.depth + 1).where(child.c.parent_id == cte.c.id))
+    cte = cte.union_all(
+        select(child.c.id, cte.c.depth + const(1)).where(child.c.parent_id == cte.c.id)
+    )
     return select(cte.c.id, cte.c.depth).order_by(cte.c.depth.desc())
 
 
-def _bump_head(expected: bool) -> Update:
-    s = sessions.c
-    messages = bindparam("messages", type_=BigInteger())
-    stmt = (
-        update(sessions)
-        .where(s.id == bindparam("sid", type_=Id), s.namespace == bindparam("ns"))
-        .values(
-            last_seq=s.last_seq + bindparam("count", type_=BigInteger()),
-            message_count=s.message_count + messages,
-            last_message_at=case(
-                (messages > 0, bindparam("at", type_=UTCDateTime())), else_=s.last_message_at
-            ),
-            name=func.coalesce(s.name, bindparam("name", type_=Text())),
-            input_tokens=s.input_tokens + bindparam("d_input", type_=BigInteger()),
-            output_tokens=s.output_tokens + bindparam("d_output", type_=BigInteger()),
-            cache_read_tokens=s.cache_read_tokens + bindparam("d_cache_read", type_=BigInteger()),
-            cache_write_tokens=s.cache_write_tokens
-            + bindparam("d_cache_write", type_=BigInteger()),
-            cost_total=s.cost_total + bindparam("d_cost", type_=Float()),
-        )
-        .returning(s.last_seq)
-    )
-    if expected:
-        stmt = stmt.where(s.last_seq == bindparam("expected", type_=BigInteger()))
-    return stmt
-
-
-# Built once: the append path runs these thousands of times a second, and building a
-# statement costs more than executing it (~0.8 ms against ~0.3 ms here).
-BUMP_HEAD = _bump_head(expected=False)
-BUMP_HEAD_EXPECTED = _bump_head(expected=True)
-
-
-def bump_head(expected_seq: int | None) -> Update:
-    """Allocate ``count`` seqs: ``UPDATE … SET last_seq = last_seq + :count … RETURNING
-    last_seq``, also adding the message count, activity time, name and token totals.
-
-    The row lock this takes serialises writers of one session and nobody else; a
-    rollback undoes it with the inserts, so seqs have no gaps. Parameters: ``sid``,
-    ``ns``, ``count``, ``messages``, ``at``, ``name``, ``d_input``, ``d_output``,
-    ``d_cache_read``, ``d_cache_write``, ``d_cost`` and, with ``expected_seq``,
-    ``expected``.
-    """
-    return BUMP_HEAD if expected_seq is None else BUMP_HEAD_EXPECTED
-
-
-# The same append as one statement for asyncpg: bump the head and insert the rows. One
-# round trip in autocommit, against four (BEGIN, UPDATE, INSERT, COMMIT) through a
-# transaction; a statement is atomic, so seqs stay gapless. $1 session id, $2 namespace,
-# $3 row count, $4 message count, $5 time, $6 derived name, $7-$10 token deltas, $11
-# cost delta, $12 expected head or NULL; then the rows' columns.
-_PG_HEAD = f"""
-WITH head AS (
-    UPDATE {sessions.name}
-    SET last_seq = last_seq + $3,
-        message_count = message_count + $4,
-        last_message_at = CASE WHEN $4 > 0 THEN $5 ELSE last_message_at END,
-        name = COALESCE(name, $6),
-        input_tokens = input_tokens + $7,
-        output_tokens = output_tokens + $8,
-        cache_read_tokens = cache_read_tokens + $9,
-        cache_write_tokens = cache_write_tokens + $10,
-        cost_total = cost_total + $11
-    WHERE id = $1 AND namespace = $2 AND ($12::bigint IS NULL OR last_seq = $12::bigint)
-    RETURNING last_seq
-)
-INSERT INTO {records.name} (session_id, seq, kind, role, created_at, uuid, parent_uuid,
-                            tool_call_id, target_seq, first_kept_seq, size, payload)
-"""
-# One row, as scalars: unnest costs ~60 µs more per statement here.
-PG_APPEND_ONE = (
-    _PG_HEAD
-    + """SELECT $1, head.last_seq, $13, $14, $5, $15, $16, $17, $18, $19, $20, $21 FROM head
-RETURNING seq"""
-)
-# Many rows, as one array per column.
-PG_APPEND_MANY = (
-    _PG_HEAD
-    + """SELECT $1, head.last_seq - $3 + r.ord, r.kind, r.role, $5, r.uuid, r.parent_uuid,
-       r.tool_call_id, r.target_seq, r.first_kept_seq, r.size, r.payload
-FROM head,
-     unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
-            $18::bigint[], $19::bigint[], $20::int[], $21::text[])
-         WITH ORDINALITY AS r(kind, role, uuid, parent_uuid, tool_call_id,
-                              target_seq, first_kept_seq, size, payload, ord)
-RETURNING seq"""
-)
-
-
-def lock_head(session_id: str, namespace: str) -> Bound:
-    """Take the session's row lock without changing it; returns ``last_seq``."""
-    return _LOCK_HEAD, _scope(session_id, namespace)
-
-
-_LOCK_HEAD = (
-    update(sessions)
-    .where(sessions.c.id == SID, sessions.c.namespace == NS)
-    .values(last_seq=sessions.c.last_seq)
-    .returning(sessions.c.last_seq)
-)
-
-
-def existing_uuids(session_id: str, namespace: str, uuids: list[str]) -> Bound:
+def existing_uuids(session_id: str, namespace: str, uuids: list[str], flavour: str) -> Bound:
     """Stored records of the session's lineage with these external uuids (a fork's
     inherited ones too); none when the session is not in ``namespace``, so a known uuid
     never hands another tenant the record. Found by the (session_id, uuid) unique index."""
-    return _existing_uuids(), _scope(session_id, namespace, uuids=uuids)
+    return _existing_uuids(flavour), _scope(session_id, namespace, uuids=list_param(uuids, flavour))
 
 
 @cache
-def _existing_uuids() -> Select[Any]:
+def _existing_uuids(flavour: str) -> Select[Any]:
     lin = lineage()
     return (
-        select(*RECORD_COLUMNS)
+        select(*RECORD_READ)
         .select_from(records.join(lin, _in_lineage(lin)))
-        .where(records.c.uuid.in_(bindparam("uuids", expanding=True)))
+        .where(_in_list(records.c.uuid, "uuids", flavour))
     )
+
+
+def count_messages(session_id: str, upto: int) -> Bound:
+    """``n``: the session's own messages with ``seq <= upto``."""
+    return _COUNT_MESSAGES, {"sid": session_id, "upto": upto}
+
+
+_COUNT_MESSAGES = select(func.count().label("n")).where(
+    records.c.session_id == SID,
+    records.c.kind == const("message"),
+    records.c.seq <= bindparam("upto", type_=BigInteger()),
+)
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+
+def get_session(session_id: str, namespace: str) -> Bound:
+    return _GET_SESSION, _scope(session_id, namespace)
+
+
+_GET_SESSION = select(sessions).where(sessions.c.id == SID, sessions.c.namespace == NS)
 
 
 def list_sessions(
@@ -435,24 +444,21 @@ def list_sessions(
     parent_id: str | None,
 ) -> Bound:
     """A keyset page, newest ``last_message_at`` first; never OFFSET."""
-    stmt = _list_sessions(after is not None, source is not None, parent_id is not None)
-    after_at, after_id = after if after is not None else (None, None)
-    return stmt, {
-        "ns": namespace,
-        "limit": limit,
-        "after_at": after_at,
-        "after_id": after_id,
-        "source": source,
-        "parent_id": parent_id,
-    }
+    stmt = _list_sessions(after is not None, source, parent_id is not None)
+    params: dict[str, Any] = {"ns": namespace, "limit": limit}
+    if after is not None:
+        params["after_at"], params["after_id"] = after
+    if parent_id is not None:
+        params["parent_id"] = parent_id
+    return stmt, params
 
 
 @cache
-def _list_sessions(has_after: bool, has_source: bool, has_parent: bool) -> Select[Any]:
+def _list_sessions(has_after: bool, source: str | None, has_parent: bool) -> Select[Any]:
     s = sessions.c
     stmt = select(sessions).where(s.namespace == NS)
-    if has_source:
-        stmt = stmt.where(s.source == bindparam("source", type_=String(16)))
+    if source is not None:
+        stmt = stmt.where(s.source == const(source))
     if has_parent:
         stmt = stmt.where(s.parent_id == bindparam("parent_id", type_=Id))
     if has_after:
@@ -468,27 +474,33 @@ def _list_sessions(has_after: bool, has_source: bool, has_parent: bool) -> Selec
     )
 
 
-def get_session(session_id: str, namespace: str) -> Bound:
-    return _GET_SESSION, _scope(session_id, namespace)
+def rename(session_id: str, namespace: str, name: str) -> Bound:
+    """Set the name; returns ``id`` when the session exists."""
+    return _RENAME, _scope(session_id, namespace, name=name)
 
 
-_GET_SESSION = select(sessions).where(sessions.c.id == SID, sessions.c.namespace == NS)
+_RENAME = (
+    update(sessions)
+    .where(sessions.c.id == SID, sessions.c.namespace == NS)
+    .values(name=bindparam("name", type_=Text()))
+    .returning(sessions.c.id)
+)
 
 
-def delete_sessions(ids: list[str]) -> tuple[Delete, Delete]:
+def delete_sessions(ids: list[str], flavour: str) -> tuple[Bound, Bound]:
     """Delete the records, then the sessions (children before parents, one statement)."""
-    return (
-        delete(records).where(records.c.session_id.in_(ids)),
-        delete(sessions).where(sessions.c.id.in_(ids)),
-    )
+    value = {"ids": list_param(ids, flavour)}
+    return (_delete_records(flavour), value), (_delete_sessions(flavour), value)
 
 
-def count_messages(session_id: str, upto: int) -> Select[Any]:
-    return select(func.count()).where(
-        records.c.session_id == session_id,
-        records.c.kind == "message",
-        records.c.seq <= upto,
-    )
+@cache
+def _delete_records(flavour: str) -> Delete:
+    return delete(records).where(_in_list(records.c.session_id, "ids", flavour))
+
+
+@cache
+def _delete_sessions(flavour: str) -> Delete:
+    return delete(sessions).where(_in_list(sessions.c.id, "ids", flavour))
 
 
 def copy_lineage(source_id: str, namespace: str, target_id: str, upto: int) -> Bound:
@@ -506,3 +518,141 @@ def _copy_lineage() -> Executable:
         .where(records.c.seq <= bindparam("upto", type_=BigInteger()))
     )
     return records.insert().from_select(["session_id", *[c.name for c in cols]], query)
+
+
+def lock_head(session_id: str, namespace: str) -> Bound:
+    """Take the session's row lock without changing it; returns ``last_seq``."""
+    return _LOCK_HEAD, _scope(session_id, namespace)
+
+
+_LOCK_HEAD = (
+    update(sessions)
+    .where(sessions.c.id == SID, sessions.c.namespace == NS)
+    .values(last_seq=sessions.c.last_seq)
+    .returning(sessions.c.last_seq)
+)
+
+
+# -- inserts ----------------------------------------------------------------------------------
+
+
+@cache
+def insert_rows(table_name: str) -> Insert:
+    """``INSERT`` of one row of the table, every column bound by name in table order."""
+    table = records if table_name == records.name else sessions
+    return insert(table).values({c.name: bindparam(c.name, type_=c.type) for c in table.c})
+
+
+# -- appends ----------------------------------------------------------------------------------
+#
+# Parameters of every append: ``sid``, ``ns``, ``count`` (rows), ``messages`` (of them
+# messages), ``at``, ``name`` (derived, or NULL), ``d_input``, ``d_output``,
+# ``d_cache_read``, ``d_cache_write``, ``d_cost`` and, when expected, ``expected``.
+
+
+def _bump_head(expected: bool) -> Update:
+    s = sessions.c
+    messages = bindparam("messages", type_=BigInteger())
+    stmt = (
+        update(sessions)
+        .where(s.id == SID, s.namespace == NS)
+        .values(
+            last_seq=s.last_seq + bindparam("count", type_=BigInteger()),
+            message_count=s.message_count + messages,
+            last_message_at=case(
+                (messages > const(0), bindparam("at", type_=UTCDateTime())),
+                else_=s.last_message_at,
+            ),
+            name=func.coalesce(s.name, bindparam("name", type_=Text())),
+            input_tokens=s.input_tokens + bindparam("d_input", type_=BigInteger()),
+            output_tokens=s.output_tokens + bindparam("d_output", type_=BigInteger()),
+            cache_read_tokens=s.cache_read_tokens + bindparam("d_cache_read", type_=BigInteger()),
+            cache_write_tokens=s.cache_write_tokens
+            + bindparam("d_cache_write", type_=BigInteger()),
+            cost_total=s.cost_total + bindparam("d_cost", type_=Float()),
+        )
+        .returning(s.last_seq)
+    )
+    if expected:
+        stmt = stmt.where(s.last_seq == bindparam("expected", type_=BigInteger()))
+    return stmt
+
+
+@cache
+def bump_head(expected: bool) -> Update:
+    """Allocate ``count`` seqs: ``UPDATE … SET last_seq = last_seq + :count … RETURNING
+    last_seq``, also adding the message count, activity time, name and token totals.
+
+    The row lock this takes serialises writers of one session and nobody else; a
+    rollback undoes it with the inserts, so seqs have no gaps. No row comes back when the
+    session is missing or its head is not ``expected``.
+    """
+    return _bump_head(expected)
+
+
+_APPEND_TYPES: dict[str, Any] = {
+    "kind": String(),
+    "role": String(),
+    "uuid": Text(),
+    "parent_uuid": Text(),
+    "tool_call_id": Text(),
+    "target_seq": BigInteger(),
+    "first_kept_seq": BigInteger(),
+    "size": Integer(),
+    "payload": Text(),
+}
+
+
+@cache
+def append_one(expected: bool) -> Insert:
+    """Postgres: the head bump and the insert of one row as one statement.
+
+    ``WITH head AS (UPDATE … RETURNING last_seq) INSERT … SELECT … FROM head``: one round
+    trip in autocommit against four through a transaction (BEGIN, UPDATE, INSERT,
+    COMMIT); a statement is atomic, so seqs stay gapless. Parameters: the append's, plus
+    one per column of :data:`APPEND_COLUMN_NAMES`. One row binds scalars: ``unnest``
+    costs ~60 µs more per statement.
+    """
+    head = _bump_head(expected).cte("head")
+    values = {name: bindparam(name, type_=t) for name, t in _APPEND_TYPES.items()}
+    row = select(
+        SID,
+        head.c.last_seq,
+        *[values[n] for n in APPEND_COLUMN_NAMES[:2]],
+        bindparam("at", type_=UTCDateTime()),
+        *[values[n] for n in APPEND_COLUMN_NAMES[2:]],
+    )
+    return _insert_from(row, head)
+
+
+@cache
+def append_many(expected: bool) -> Insert:
+    """Postgres: the head bump and the insert of many rows as one statement, the rows
+    bound as one array per column (``unnest … WITH ORDINALITY``); parameter names are the
+    columns' names."""
+    head = _bump_head(expected).cte("head")
+    # Typed array parameters: the driver renders their casts (``$13::VARCHAR[]``).
+    arrays = [bindparam(name, type_=ARRAY(t)) for name, t in _APPEND_TYPES.items()]
+    rows = (
+        func.unnest(*arrays)
+        .table_valued(*APPEND_COLUMN_NAMES, with_ordinality="ord")
+        .render_derived(name="r")
+    )
+    c = rows.c
+    row = select(
+        SID,
+        head.c.last_seq - bindparam("count", type_=BigInteger()) + c.ord,
+        c.kind,
+        c.role,
+        bindparam("at", type_=UTCDateTime()),
+        *[c[n] for n in APPEND_COLUMN_NAMES[2:]],
+    ).select_from(head, rows)
+    return _insert_from(row, head)
+
+
+def _insert_from(row: Select[Any], head: CTE) -> Insert:
+    order = ("session_id", "seq", "kind", "role", "created_at", *APPEND_COLUMN_NAMES[2:])
+    assert order == RECORD_COLUMN_NAMES, "append columns out of step with the table"
+    # The data-modifying CTE must sit at the top of the statement (add_cte), not inside
+    # the SELECT, where Postgres refuses it.
+    return insert(records).from_select(list(order), row).add_cte(head).returning(records.c.seq)

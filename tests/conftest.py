@@ -25,7 +25,11 @@ from sqlalchemy.engine import URL, make_url
 
 from sessiondb import SessionStore
 
-BACKENDS = ["sqlite", "postgres"]
+# The behavioural suite runs on each; a test that opens the database by URL (several
+# stores or processes on one database) cannot run on ":memory:", which is one database
+# per store, and runs on the other two.
+BACKENDS = ["sqlite", "memory", "postgres"]
+URL_BACKENDS = ["sqlite", "postgres"]
 
 
 @dataclass
@@ -163,7 +167,17 @@ def new_database_url(
     return admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(False)
 
 
-@pytest.fixture(params=BACKENDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    explicit = any(
+        "backend" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")
+    )
+    if "backend" in metafunc.fixturenames and not explicit:
+        names = metafunc.fixturenames
+        by_url = "db_url" in names or "empty_db_url" in names
+        metafunc.parametrize("backend", URL_BACKENDS if by_url else BACKENDS, indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -181,8 +195,20 @@ def pg_url(postgres: Postgres, sqlite_template: Path, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SessionStore]:
-    async with SessionStore.open(db_url) as s:
+def store_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """The database of the ``store`` fixture: ``db_url``'s, so that a test asking for both
+    gets one database; ``:memory:`` on the memory backend."""
+    if backend == "memory":
+        return ":memory:"
+    return str(request.getfixturevalue("db_url"))
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[SessionStore]:
+    """A store on a fresh migrated database of the test's backend."""
+    async with SessionStore.open(store_url) as s:
+        if store_url == ":memory:":
+            await s.migrate()
         yield s
 
 

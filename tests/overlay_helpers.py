@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import text
+import sql_helpers as sql
 
 from sessiondb import Message, SessionStore
 from sessiondb.context import SUMMARY_PREFIX, SUMMARY_SUFFIX
@@ -56,10 +56,7 @@ def texts(messages: Sequence[Message]) -> list[str]:
 
 async def raw_records(store: SessionStore) -> RawRows:
     """Every row of ``sessiondb_records`` as the driver returns it (no type processing)."""
-    async with store.engine.connect() as conn:
-        rows = (
-            await conn.execute(text("SELECT * FROM sessiondb_records ORDER BY session_id, seq"))
-        ).all()
+    rows = await sql.fetch(store, "SELECT * FROM sessiondb_records ORDER BY session_id, seq")
     return {(r.session_id, r.seq): tuple(r) for r in rows}
 
 
@@ -74,17 +71,11 @@ def assert_only_grew(before: RawRows, after: RawRows, added: int) -> list[tuple[
 
 
 async def rows_per_session(store: SessionStore) -> dict[str, int]:
-    async with store.engine.connect() as conn:
-        rows = (
-            await conn.execute(
-                text("SELECT session_id, count(*) AS n FROM sessiondb_records GROUP BY session_id")
-            )
-        ).all()
+    rows = await sql.fetch(
+        store, "SELECT session_id, count(*) AS n FROM sessiondb_records GROUP BY session_id"
+    )
     return {r.session_id: int(r.n) for r in rows}
 
 
 async def session_count(store: SessionStore) -> int:
-    async with store.engine.connect() as conn:
-        return int(
-            (await conn.execute(text("SELECT count(*) FROM sessiondb_sessions"))).scalar_one()
-        )
+    return int(await sql.scalar(store, "SELECT count(*) FROM sessiondb_sessions"))

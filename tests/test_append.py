@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import sql_helpers as sql
 from input_tables import not_refused
 from sqlalchemy import func, select
 
@@ -45,16 +46,14 @@ def usage(
 
 async def stored_rows(store: SessionStore, session_id: str) -> list[Any]:
     """The raw rows of ``session_id`` in the records table, in seq order."""
-    async with store.engine.connect() as conn:
-        result = await conn.execute(
-            select(records).where(records.c.session_id == session_id).order_by(records.c.seq)
-        )
-        return list(result.all())
+    return await sql.fetch(
+        store,
+        select(records).where(records.c.session_id == session_id).order_by(records.c.seq),
+    )
 
 
 async def total_rows(store: SessionStore) -> int:
-    async with store.engine.connect() as conn:
-        return int((await conn.execute(select(func.count()).select_from(records))).scalar_one())
+    return int(await sql.scalar(store, select(func.count()).select_from(records)))
 
 
 # -- seq allocation and the head ---------------------------------------------------------

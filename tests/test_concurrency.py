@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+import sql_helpers as sql
 from sqlalchemy import func, select
 
 from sessiondb import SeqConflictError, SessionStore
@@ -155,13 +156,13 @@ async def check_stream(
     head = await store.get_session(session_id)
     assert head.last_seq == total
     assert head.message_count == total
-    async with store.engine.connect() as conn:
-        stored = await conn.execute(
-            select(func.count(), func.min(records.c.seq), func.max(records.c.seq)).where(
-                records.c.session_id == session_id
-            )
-        )
-        assert tuple(stored.one()) == (total, 1, total)
+    (stored,) = await sql.fetch(
+        store,
+        select(func.count(), func.min(records.c.seq), func.max(records.c.seq)).where(
+            records.c.session_id == session_id
+        ),
+    )
+    assert tuple(stored) == (total, 1, total)
     return parsed
 
 

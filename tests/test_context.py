@@ -11,6 +11,7 @@ import multiprocessing
 from typing import Any
 
 import pytest
+import sql_helpers as sql
 from overlay_helpers import (
     MISSING_ID,
     assert_only_grew,
@@ -22,7 +23,6 @@ from overlay_helpers import (
     texts,
     user,
 )
-from sqlalchemy import text
 
 from sessiondb import (
     Compaction,
@@ -121,16 +121,12 @@ async def test_append_compaction_stores_one_overlay_row(store: SessionStore) -> 
 async def test_compaction_rows_have_the_queried_columns(store: SessionStore) -> None:
     sid = await session_with(store, [user("a"), user("b")])
     await store.append_compaction(sid, summary="s", first_kept_seq=2)
-    async with store.engine.connect() as conn:
-        row = (
-            await conn.execute(
-                text(
-                    "SELECT kind, role, first_kept_seq, target_seq, payload FROM sessiondb_records"
-                    " WHERE session_id = :sid AND seq = 3"
-                ),
-                {"sid": sid},
-            )
-        ).one()
+    (row,) = await sql.fetch(
+        store,
+        "SELECT kind, role, first_kept_seq, target_seq, payload FROM sessiondb_records"
+        " WHERE session_id = :sid AND seq = 3",
+        sid=sid,
+    )
     assert (row.kind, row.role, row.first_kept_seq, row.target_seq) == ("compaction", None, 2, None)
     assert '"firstKeptSeq":2' in row.payload.replace(" ", "")
 

@@ -8,11 +8,12 @@ from sessiondb import Compaction, Message, jsoncodec
 from sessiondb.context import (
     SUMMARY_PREFIX,
     SUMMARY_SUFFIX,
-    assemble,
     pair_members,
     payload_message,
+    split_rows,
     splits_tool_pair,
     summary_message,
+    to_messages,
     tool_call_ids,
 )
 
@@ -60,6 +61,12 @@ def test_summary_message_wraps_the_summary_in_a_user_message() -> None:
 
 
 # -- assemble ---------------------------------------------------------------------------
+
+
+def assemble(rows: list[tuple[int, int, str | None]]) -> tuple[int | None, list[Message]]:
+    """What the store does with the context statement's rows: the head and the messages."""
+    split = split_rows(rows)
+    return split.head, to_messages(split)
 
 
 def _payload(value: Message | Compaction) -> str:

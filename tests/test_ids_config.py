@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+import sql_helpers as sql
 from sqlalchemy.engine import URL, make_url
 
 from sessiondb import (
@@ -347,9 +347,7 @@ async def test_sqlite_memory(clean_env: pytest.MonkeyPatch) -> None:
         assert [r.seq for r in recs] == list(range(1, 22))
         assert (await store.get_session(info.id)).name == "in memory"
         assert [s.id for s in (await store.list_sessions()).items] == [info.id]
-        async with store.engine.connect() as conn:
-            mode = (await conn.execute(text("PRAGMA journal_mode"))).scalar()
-        assert mode == "memory"
+        assert await sql.scalar(store, "PRAGMA journal_mode") == "memory"
     # Each :memory: store is a database of its own.
     async with SessionStore.open(":memory:") as other:
         await other.migrate()
@@ -365,10 +363,18 @@ async def test_sqlite_file_uses_wal_and_persists(
         await store.migrate()
         info = await store.create_session(name="kept")
         await store.append(info.id, [{"role": "user", "content": "persisted"}])
-        async with store.engine.connect() as conn:
-            assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
-            assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar() >= 1000
-            assert (await conn.execute(text("PRAGMA foreign_keys"))).scalar() == 1
+        # Every connection of the store has the same pragmas: readers, and the writer.
+        assert await sql.scalar(store, "PRAGMA journal_mode") == "wal"
+        assert await sql.scalar(store, "PRAGMA busy_timeout") >= 1000
+        assert await sql.scalar(store, "PRAGMA foreign_keys") == 1
+        writer = await sql.run_sync(
+            store,
+            lambda conn: [
+                conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in ("journal_mode", "busy_timeout", "foreign_keys")
+            ],
+        )
+        assert writer[0] == "wal" and writer[1] >= 1000 and writer[2] == 1
     async with SessionStore.open(f"sqlite:///{path}") as reopened:
         got = await reopened.get_session(info.id)
         assert got.name == "kept" and got.message_count == 1

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sql_helpers as sql
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -55,14 +56,17 @@ def _indexes(conn: Connection) -> dict[str, set[str]]:
 
 async def schema_state(url: str) -> tuple[set[str], list[Any], list[str]]:
     """(tables, the autogenerate diff against the models, version rows)."""
-    async with SessionStore.open(url) as store, store.engine.connect() as conn:
-        tables = await conn.run_sync(_tables)
-        diff = await conn.run_sync(_diff)
+
+    def state(conn: Connection) -> tuple[set[str], list[Any], list[str]]:
+        tables = _tables(conn)
         versions: list[str] = []
         if VERSION_TABLE in tables:
-            result = await conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
+            result = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
             versions = [row[0] for row in result]
-    return tables, diff, versions
+        return tables, _diff(conn), versions
+
+    async with SessionStore.open(url) as store:
+        return await sql.run_sync(store, state)
 
 
 async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: str) -> None:
@@ -80,17 +84,15 @@ async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: 
 
     async with SessionStore.open(empty_db_url) as store:
         # Alembic's own check, through the code path the store uses: raises on any diff.
-        async with store.engine.connect() as conn:
-            await migrations.run(conn, "check")
-            indexes = await conn.run_sync(_indexes)
+        await sql.run_sync(store, lambda conn: migrations.run_sync(conn, "check"))
+        indexes = await sql.run_sync(store, _indexes)
         assert indexes[SESSIONS] >= {
             "ix_sessiondb_sessions_namespace_last_message_at_id",
             "ix_sessiondb_sessions_parent_id",
         }
         assert "ix_sessiondb_records_session_id_kind_seq" in indexes[RECORDS]
 
-        async with store.engine.begin() as conn:
-            await migrations.run(conn, "downgrade", "base")
+        await sql.run_sync(store, lambda conn: migrations.run_sync(conn, "downgrade", "base"))
 
     tables, _, versions = await schema_state(empty_db_url)
     assert tables == {VERSION_TABLE}

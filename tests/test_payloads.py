@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 import pytest
+import sql_helpers as sql
 from sqlalchemy import select
 
 from sessiondb import (
@@ -64,21 +65,18 @@ def normalised(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def raw_payloads(store: SessionStore, session_id: str) -> list[str]:
-    async with store.engine.connect() as conn:
-        result = await conn.execute(
-            select(records.c.payload)
-            .where(records.c.session_id == session_id)
-            .order_by(records.c.seq)
-        )
-        return [row.payload for row in result]
+    rows = await sql.fetch(
+        store,
+        select(records.c.payload).where(records.c.session_id == session_id).order_by(records.c.seq),
+    )
+    return [row.payload for row in rows]
 
 
 async def raw_rows(store: SessionStore, session_id: str) -> list[Any]:
-    async with store.engine.connect() as conn:
-        result = await conn.execute(
-            select(records).where(records.c.session_id == session_id).order_by(records.c.seq)
-        )
-        return list(result.all())
+    return await sql.fetch(
+        store,
+        select(records).where(records.c.session_id == session_id).order_by(records.c.seq),
+    )
 
 
 # -- dicts are stored exactly ----------------------------------------------------------

@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sql_helpers as sql
 from input_tables import not_refused
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 
 from sessiondb import (
     HasChildrenError,
@@ -20,7 +21,7 @@ from sessiondb import (
     SessionStore,
 )
 from sessiondb.naming import derive_name
-from sessiondb.tables import records, sessions
+from sessiondb.tables import UTCDateTime, records, sessions
 
 MISSING_ID = "01J9Z3K7Q8R2V5X4W6Y0A1B2C3"  # well formed, never created
 
@@ -37,8 +38,7 @@ async def count_rows(store: SessionStore, table: Any, **where: str) -> int:
     stmt = select(func.count()).select_from(table)
     for column, value in where.items():
         stmt = stmt.where(table.c[column] == value)
-    async with store.engine.connect() as conn:
-        return int((await conn.execute(stmt)).scalar_one())
+    return int(await sql.scalar(store, stmt))
 
 
 # -- create / get -----------------------------------------------------------------------
@@ -73,8 +73,7 @@ async def test_create_session_stores_every_field(store: SessionStore) -> None:
 
     assert await store.get_session(info.id) == info
     # One row, in this namespace.
-    async with store.engine.connect() as conn:
-        row = (await conn.execute(select(sessions).where(sessions.c.id == info.id))).one()
+    (row,) = await sql.fetch(store, select(sessions).where(sessions.c.id == info.id))
     assert row.namespace == "default"
     assert row.source == "cron" and row.cron_job_id == "job-42"
 
@@ -306,9 +305,14 @@ async def test_keyset_pagination_visits_every_session_once(store: SessionStore) 
     # only the id breaks them.
     tie = datetime(2030, 1, 1, tzinfo=UTC)
     tied = {s.id for s in created[20:80]}
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            update(sessions).where(sessions.c.id.in_(tied)).values(last_message_at=tie)
+    for session_id in tied:
+        await sql.execute(
+            store,
+            update(sessions)
+            .where(sessions.c.id == bindparam("sid"))
+            .values(last_message_at=bindparam("at", type_=UTCDateTime())),
+            sid=session_id,
+            at=tie,
         )
     pages = await all_pages(store, 50)
     assert [len(p) for p in pages] == [50, 50, 20]

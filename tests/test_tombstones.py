@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import sql_helpers as sql
 from overlay_helpers import (
     MISSING_ID,
     assert_only_grew,
@@ -18,7 +19,6 @@ from overlay_helpers import (
     texts,
     user,
 )
-from sqlalchemy import text
 
 from sessiondb import (
     InvalidInputError,
@@ -50,16 +50,12 @@ async def test_tombstone_hides_the_message_and_keeps_the_row(store: SessionStore
     audit = await store.records(sid, include_tombstoned=True)
     assert [r.seq for r in audit] == [1, 2, 3, 4]
     assert audit[1].message is not None and audit[1].message.text() == "b"
-    async with store.engine.connect() as conn:
-        row = (
-            await conn.execute(
-                text(
-                    "SELECT kind, target_seq, first_kept_seq FROM sessiondb_records"
-                    " WHERE session_id = :sid AND seq = 4"
-                ),
-                {"sid": sid},
-            )
-        ).one()
+    (row,) = await sql.fetch(
+        store,
+        "SELECT kind, target_seq, first_kept_seq FROM sessiondb_records"
+        " WHERE session_id = :sid AND seq = 4",
+        sid=sid,
+    )
     assert tuple(row) == ("tombstone", 2, None)
     assert (await store.get_session(sid)).last_seq == 4
 

@@ -1,0 +1,120 @@
+"""The seam between the store and a database: what the store needs, and nothing more.
+
+A backend runs statements built by :mod:`sessiondb.statements` on its own driver
+(asyncpg, sqlite3), compiled once per statement to the driver's SQL. It knows its
+driver, the schema and the statements; it knows nothing of sessions, context or files.
+Driver errors are classified here, at the boundary, into sessiondb's errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy import Table
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql.base import Executable
+
+from ..statements import Bound
+
+T = TypeVar("T")
+
+# A row of a result: columns by name (``row["seq"]``) and by position.
+Row = Any
+
+
+class Transaction(Protocol):
+    """One open transaction: every call runs inside it, in order."""
+
+    async def fetch(self, bound: Bound) -> list[Row]:
+        """All rows of one statement (none for a statement without RETURNING)."""
+
+    async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        """Bump the session's head and insert ``rows`` after it; the first new seq.
+
+        ``head`` holds the parameters of :func:`statements.bump_head`; each row holds the
+        values of :data:`statements.APPEND_COLUMN_NAMES`. ``None`` when no head matched
+        (the session is missing, or its head is not ``head["expected"]``); then nothing
+        was written.
+        """
+
+    async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert many rows (every column, in table order) by the fastest path there is."""
+
+
+class Backend(Protocol):
+    """A database, as the store uses it."""
+
+    flavour: str  # "postgresql" or "sqlite": which shape of a few statements to build
+
+    async def fetch(self, bound: Bound) -> list[Row]:
+        """All rows of one read statement, in one snapshot."""
+
+    async def execute(self, bound: Bound) -> list[Row]:
+        """One write statement as a transaction of its own; its rows (RETURNING)."""
+
+    async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        """:meth:`Transaction.append` as a transaction of its own: the hot path."""
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """A write transaction: committed when the block ends, rolled back on an error."""
+
+    async def run_sync(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` on a SQLAlchemy connection to the same database, in a transaction
+        that commits when ``fn`` returns (Alembic, and tests that inspect the tables)."""
+
+    async def close(self) -> None:
+        """Release every connection and thread; idempotent."""
+
+
+class IntegrityViolation(Exception):
+    """A constraint refused a write; the store decides what it means. ``constraint`` is
+    the constraint's name where the database gives one (SQLite gives columns; the
+    backend maps them back to the name)."""
+
+    def __init__(self, constraint: str | None, detail: str) -> None:
+        super().__init__(detail)
+        self.constraint = constraint
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """SQL text with positional placeholders and the parameter names in their order."""
+
+    sql: str
+    names: tuple[str, ...]
+    defaults: Mapping[str, Any]
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        """The positional arguments for ``params`` (literals of the statement included)."""
+        return [params[n] if n in params else self.defaults[n] for n in self.names]
+
+
+class Compiler:
+    """Compiles each statement once for one dialect.
+
+    Statements are module-level singletons or cached per shape, so the cache stays
+    small; should statements built per call (a test's ``text()``) fill it, it starts
+    over, and each hot statement is compiled once more.
+    """
+
+    LIMIT = 512
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._cache: dict[int, tuple[Executable, Compiled]] = {}
+
+    def __call__(self, stmt: Executable) -> Compiled:
+        hit = self._cache.get(id(stmt))
+        if hit is not None and hit[0] is stmt:
+            return hit[1]
+        compiled = stmt.compile(dialect=self._dialect)  # type: ignore[attr-defined]
+        names = tuple(compiled.positiontup or ())
+        result = Compiled(str(compiled), names, dict(compiled.params))
+        if len(self._cache) >= self.LIMIT:
+            self._cache.clear()
+        self._cache[id(stmt)] = (stmt, result)
+        return result

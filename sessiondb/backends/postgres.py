@@ -1,0 +1,332 @@
+"""Postgres on an asyncpg pool: the only pool at run time.
+
+Checking a connection out of SQLAlchemy's pool and back cost ~200 µs of Python, as much
+as an append's round trip to the server, and its result processing doubled the cost of
+reading a context; asyncpg's own pool and records cost a fraction. Every connection,
+pooled or opened for a migration, is built from the same :func:`connect_kwargs`.
+
+Behind PgBouncer in transaction mode, ``?prepared_statement_cache_size=0`` (SQLAlchemy's
+spelling for asyncpg) turns off named prepared statements, and every statement then runs
+inside a transaction of its own, so that its parse and its execution reach the same
+server connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl as ssl_module
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Table
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.engine import URL, Connection
+
+from .. import statements as q
+from ..config import Settings
+from ..errors import (
+    BusyError,
+    ConfigurationError,
+    DatabaseError,
+    DatabaseUnavailableError,
+    InvalidInputError,
+    MissingDependencyError,
+    SessionDBError,
+)
+from .base import Compiler, IntegrityViolation, Row
+
+T = TypeVar("T")
+
+_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+# URL query parameters taken, and what they become for asyncpg.connect.
+_QUERY_KEYS = (
+    "prepared_statement_cache_size",
+    "statement_cache_size",
+    "sslmode",
+    "ssl",
+    "application_name",
+    "connect_timeout",
+    "command_timeout",
+    "target_session_attrs",
+    "host",
+    "port",
+)
+
+
+def _import_asyncpg() -> Any:
+    try:
+        import asyncpg
+    except ImportError as exc:
+        raise MissingDependencyError("asyncpg", "postgres") from exc
+    return asyncpg
+
+
+def connect_kwargs(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments of ``asyncpg.connect`` for the store's URL and options.
+
+    Raises:
+        ConfigurationError: a URL parameter asyncpg cannot take, or a bad value.
+    """
+    url = settings.url
+    opts = settings.connect
+    query = {k: (v[-1] if isinstance(v, tuple) else v) for k, v in url.query.items()}
+    unknown = sorted(set(query) - set(_QUERY_KEYS))
+    if unknown:
+        raise ConfigurationError(
+            f"unsupported database URL parameter(s) {', '.join(unknown)}; sessiondb takes "
+            f"{', '.join(_QUERY_KEYS)} (pass anything else as connect_args)"
+        )
+    server_settings = {"application_name": "sessiondb", **dict(opts.server_settings)}
+    if "application_name" in query:
+        server_settings["application_name"] = query["application_name"]
+    kwargs: dict[str, Any] = {
+        "user": url.username,
+        "password": url.password,
+        "host": query.get("host") or url.host,
+        "port": _int_param(query, "port", url.port),
+        "database": url.database,
+        "timeout": _float_param(query, "connect_timeout", opts.connect_timeout),
+        "server_settings": server_settings,
+    }
+    cache = query.get("prepared_statement_cache_size", query.get("statement_cache_size"))
+    if cache is not None:
+        kwargs["statement_cache_size"] = _int_param(query, "", None, raw=cache)
+    if "command_timeout" in query:
+        kwargs["command_timeout"] = _float_param(query, "command_timeout", None)
+    if "target_session_attrs" in query:
+        kwargs["target_session_attrs"] = query["target_session_attrs"]
+    ssl: Any = opts.ssl
+    mode = query.get("sslmode", query.get("ssl"))
+    if mode is not None:
+        if mode.lower() in ("true", "1"):
+            mode = "require"
+        elif mode.lower() in ("false", "0"):
+            mode = "disable"
+        if mode not in _SSL_MODES:
+            raise ConfigurationError(
+                f"sslmode must be one of {', '.join(_SSL_MODES)}, got {mode!r}"
+            )
+        ssl = ssl if isinstance(ssl, ssl_module.SSLContext) else mode
+    if ssl is not None:
+        kwargs["ssl"] = ssl
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    kwargs.update(opts.connect_args)
+    return kwargs
+
+
+def _int_param(query: Mapping[str, str], name: str, default: int | None, raw: Any = None) -> Any:
+    value = raw if raw is not None else query.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"URL parameter {name or 'cache size'}={value!r} is not an integer"
+        ) from None
+    if number < 0:
+        raise ConfigurationError(f"URL parameter {name or 'cache size'}={value!r} is negative")
+    return number
+
+
+def _float_param(query: Mapping[str, str], name: str, default: float | None) -> float | None:
+    value = query.get(name)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigurationError(f"URL parameter {name}={value!r} is not a number") from None
+    if not number > 0:
+        raise ConfigurationError(f"URL parameter {name}={value!r} must be positive")
+    return number
+
+
+def _where(kwargs: Mapping[str, Any]) -> str:
+    return f"{kwargs.get('host') or 'localhost'}:{kwargs.get('port') or 5432}"
+
+
+# SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html
+_UNAVAILABLE_CODES = {"57P01", "57P02", "57P03", "53300", "53400"}
+_BUSY_CODES = {"40001", "40P01", "55P03"}
+
+
+def translate(exc: BaseException, where: str) -> BaseException:
+    """The sessiondb error for an exception from asyncpg or the network, by SQLSTATE;
+    anything else passes through unchanged."""
+    if isinstance(exc, SessionDBError | IntegrityViolation | asyncio.CancelledError):
+        return exc
+    sqlstate = getattr(exc, "sqlstate", None)
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(sqlstate, str):
+        if sqlstate in ("23505", "23503"):
+            return IntegrityViolation(getattr(exc, "constraint_name", None), text)
+        if sqlstate == "42P01":
+            return ConfigurationError(
+                "the database has no sessiondb schema (or an old one); run `sessiondb migrate` "
+                f"or `await store.migrate()` ({text})"
+            )
+        if sqlstate in _BUSY_CODES:
+            return BusyError(f"the database is busy; try again ({text})")
+        if sqlstate.startswith("08") or sqlstate in _UNAVAILABLE_CODES:
+            return DatabaseUnavailableError(f"lost the database at {where}: {text}")
+        if sqlstate.startswith("22"):
+            return InvalidInputError(f"the database refused a value: {text}")
+        return DatabaseError(text)
+    if isinstance(exc, OSError | TimeoutError):
+        return DatabaseUnavailableError(f"cannot reach the database at {where}: {text}")
+    module = type(exc).__module__
+    if module.startswith("asyncpg"):
+        # InterfaceError and its kind: the connection was closed or broke underneath.
+        return DatabaseUnavailableError(f"lost the database at {where}: {text}")
+    if isinstance(exc, OverflowError):
+        return InvalidInputError(f"a number does not fit a 64-bit column: {exc}")
+    return exc
+
+
+async def _no_reset(_connection: Any) -> None:
+    """Nothing to reset: transactions end before a connection goes back to the pool."""
+
+
+class PostgresBackend:
+    """The store's Postgres: one asyncpg pool, opened on first use."""
+
+    flavour = q.POSTGRES
+
+    def __init__(self, settings: Settings) -> None:
+        self._asyncpg = _import_asyncpg()
+        self._settings = settings
+        self._kwargs = connect_kwargs(settings)
+        self._where = _where(self._kwargs)
+        # Without named prepared statements (PgBouncer), a lone statement runs in a
+        # transaction of its own so that its parse and execution share a server connection.
+        self._wrap = self._kwargs.get("statement_cache_size") == 0
+        self._compile = Compiler(asyncpg_dialect())  # type: ignore[no-untyped-call]
+        self._pool: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _get_pool(self) -> Any:
+        if self._pool is None:
+            async with self._lock:
+                if self._pool is None:
+                    opts = self._settings.connect
+                    try:
+                        self._pool = await self._asyncpg.create_pool(
+                            min_size=opts.pool_min_size,
+                            max_size=opts.pool_max_size,
+                            reset=_no_reset,
+                            **self._kwargs,
+                        )
+                    except BaseException as exc:
+                        raise translate(exc, self._where) from exc
+        return self._pool
+
+    async def fetch(self, bound: q.Bound) -> list[Row]:
+        stmt, params = bound
+        raw = self._compile(stmt)
+        pool = await self._get_pool()
+        try:
+            async with pool.acquire() as conn:
+                if self._wrap:
+                    async with conn.transaction():
+                        return list(await conn.fetch(raw.sql, *raw.args(params)))
+                return list(await conn.fetch(raw.sql, *raw.args(params)))
+        except Exception as exc:
+            raise translate(exc, self._where) from exc
+
+    async def execute(self, bound: q.Bound) -> list[Row]:
+        return await self.fetch(bound)  # one statement in autocommit is a transaction
+
+    async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        pool = await self._get_pool()
+        try:
+            async with pool.acquire() as conn:
+                if self._wrap:
+                    async with conn.transaction():
+                        return await _append(conn, self._compile, head, rows)
+                return await _append(conn, self._compile, head, rows)
+        except Exception as exc:
+            raise translate(exc, self._where) from exc
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_Transaction]:
+        pool = await self._get_pool()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                yield _Transaction(conn, self._compile)
+        except Exception as exc:
+            raise translate(exc, self._where) from exc
+
+    async def run_sync(self, fn: Callable[[Connection], T]) -> T:
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
+
+        asyncpg = self._asyncpg
+        kwargs = self._kwargs
+
+        async def connect() -> Any:
+            return await asyncpg.connect(**kwargs)
+
+        url = URL.create("postgresql+asyncpg")
+        if self._wrap:
+            url = url.set(query={"prepared_statement_cache_size": "0"})
+        engine = create_async_engine(url, async_creator=connect, poolclass=NullPool)
+        try:
+            async with engine.begin() as conn:
+                return await conn.run_sync(fn)
+        except Exception as exc:
+            orig = getattr(exc, "orig", None)
+            cause = getattr(orig, "__cause__", None) or orig or exc
+            translated = translate(cause, self._where)
+            if translated is cause and cause is not exc:
+                translated = DatabaseError(f"{type(exc).__name__}: {exc}")
+            raise translated from exc
+        finally:
+            await engine.dispose()
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), timeout=10)
+            except (TimeoutError, OSError, self._asyncpg.PostgresError):
+                pool.terminate()
+
+
+class _Transaction:
+    def __init__(self, conn: Any, compile: Compiler) -> None:
+        self._conn = conn
+        self._compile = compile
+
+    async def fetch(self, bound: q.Bound) -> list[Row]:
+        stmt, params = bound
+        raw = self._compile(stmt)
+        return list(await self._conn.fetch(raw.sql, *raw.args(params)))
+
+    async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        return await _append(self._conn, self._compile, head, rows)
+
+    async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
+        if rows:
+            await self._conn.copy_records_to_table(
+                table.name, records=rows, columns=[c.name for c in table.c]
+            )
+
+
+async def _append(
+    conn: Any, compile: Compiler, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]
+) -> int | None:
+    """The append as one statement (:func:`statements.append_one` / ``append_many``)."""
+    expected = head.get("expected") is not None
+    params = dict(head)
+    if len(rows) == 1:
+        raw = compile(q.append_one(expected))
+        params.update(zip(q.APPEND_COLUMN_NAMES, rows[0], strict=True))
+        seq = await conn.fetchval(raw.sql, *raw.args(params))
+        return None if seq is None else int(seq)
+    raw = compile(q.append_many(expected))
+    for i, name in enumerate(q.APPEND_COLUMN_NAMES):
+        params[name] = [r[i] for r in rows]
+    inserted = await conn.fetch(raw.sql, *raw.args(params))
+    return min(r[0] for r in inserted) if inserted else None

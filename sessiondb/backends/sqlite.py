@@ -1,0 +1,445 @@
+"""SQLite on plain ``sqlite3`` connections: a writer thread, inline writes, reader threads.
+
+Through aiosqlite every statement was a hop to the driver's thread (an append is four:
+BEGIN IMMEDIATE, UPDATE, INSERT, COMMIT), and SQLAlchemy added its own cost to each; an
+append took ~20× the bare sqlite3 statements and a context read ~10×. Here:
+
+- A short write (one append) runs on the event loop's thread when the write lock is free
+  at that instant: a hop to a thread and back costs more than the write itself (~75 µs
+  of loop time plus ~150 µs of wake-ups against ~110 µs of SQL). The inline connection
+  never waits (``busy_timeout = 0``): a held lock sends the write to the writer thread,
+  whose connection waits for it. It never checkpoints either; every
+  ``CHECKPOINT_EVERY`` inline commits the writer thread does, and writes queue behind it
+  until it is done, so the WAL stays bounded.
+- Every other write (big appends, transactions, bulk inserts, migrations) runs on one
+  writer thread, one at a time (``_turn``): SQLite has one writer anyway.
+- Reads run on a few reader threads, each with its own connection; WAL lets them read
+  beside the writer.
+
+``:memory:`` is one database per connection, so there the backend keeps one connection
+and runs everything on the event loop's thread, one unit at a time: an in-memory
+database does no I/O to wait for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Table, UniqueConstraint
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
+from sqlalchemy.engine import Connection
+
+from .. import statements as q
+from ..config import Settings
+from ..errors import (
+    BusyError,
+    ConfigurationError,
+    DatabaseError,
+    DatabaseUnavailableError,
+    InvalidInputError,
+    SessionDBError,
+)
+from ..tables import metadata, records
+from .base import Compiled, Compiler, IntegrityViolation, Row
+
+T = TypeVar("T")
+
+# Milliseconds a writer waits for the write lock before giving up.
+BUSY_TIMEOUT_MS = 30_000
+# A write whose payloads exceed this many characters goes to the writer thread: copying
+# it into the database would hold the event loop for milliseconds.
+INLINE_WRITE_CHARS = 64_000
+
+
+def timestamp(at: datetime) -> str:
+    """The text a UTC time is stored as (what SQLAlchemy's SQLite DateTime writes; it sorts
+    in time order)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _bind(value: Any) -> Any:
+    return timestamp(value) if isinstance(value, datetime) else value
+
+
+def _bind_all(values: Sequence[Any]) -> list[Any]:
+    return [timestamp(v) if isinstance(v, datetime) else v for v in values]
+
+
+def connect(path: str, *, memory: bool = False) -> sqlite3.Connection:
+    """A connection with the store's pragmas; ``BEGIN`` is the caller's to say."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row  # columns by name, like asyncpg's records
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not memory:
+            conn.execute("PRAGMA journal_mode = WAL")
+            # With WAL, NORMAL loses no committed transaction on a process crash.
+            conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as exc:
+        raise translate(exc, path) from exc
+    return conn
+
+
+# SQLite names the columns of a violated unique constraint, not the constraint.
+_UNIQUE: dict[tuple[str, ...], str] = {
+    tuple(sorted(c.name for c in constraint.columns)): str(constraint.name)
+    for table in metadata.tables.values()
+    for constraint in table.constraints
+    if isinstance(constraint, UniqueConstraint)
+}
+
+
+def translate(exc: BaseException, path: str) -> BaseException:
+    """The sessiondb error for a ``sqlite3`` error, by SQLite's error code; anything
+    else passes through unchanged."""
+    if isinstance(exc, SessionDBError | IntegrityViolation):
+        return exc
+    if isinstance(exc, OverflowError):
+        return InvalidInputError(f"a number does not fit a 64-bit column: {exc}")
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    code = getattr(exc, "sqlite_errorcode", None)
+    text = f"{type(exc).__name__}: {exc}"
+    primary = code & 0xFF if isinstance(code, int) else None
+    if isinstance(exc, sqlite3.IntegrityError):
+        message = str(exc)
+        if message.startswith("UNIQUE constraint failed: "):
+            columns = tuple(
+                sorted(
+                    part.strip().rpartition(".")[2] for part in message.split(":", 1)[1].split(",")
+                )
+            )
+            return IntegrityViolation(_UNIQUE.get(columns), text)
+        if "FOREIGN KEY" in message:
+            return IntegrityViolation(None, text)
+        return DatabaseError(text)
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return BusyError(f"the database is busy; try again ({text})")
+    if primary == sqlite3.SQLITE_CANTOPEN:
+        return DatabaseUnavailableError(f"cannot open the SQLite database {path!r}: {text}")
+    if primary == sqlite3.SQLITE_TOOBIG:
+        return InvalidInputError(f"a value is too big for SQLite: {text}")
+    # SQLITE_ERROR covers a missing table; SQLite gives it no code of its own.
+    if "no such table: sessiondb_" in str(exc):
+        return ConfigurationError(
+            "the database has no sessiondb schema (or an old one); run `sessiondb migrate` "
+            f"or `await store.migrate()` ({text})"
+        )
+    return DatabaseError(text)
+
+
+class _Busy(Exception):
+    """The write lock was taken when an inline write tried for it."""
+
+
+class SQLiteBackend:
+    """The store's SQLite file, or its ``:memory:`` database."""
+
+    flavour = q.SQLITE
+    CHECKPOINT_EVERY = 1000  # inline commits between checkpoints on the writer thread
+
+    def __init__(self, settings: Settings) -> None:
+        self._memory = settings.is_memory
+        self._path = ":memory:" if self._memory else str(settings.url.database)
+        self._compile = Compiler(sqlite_dialect(paramstyle="qmark"))
+        self._turn = asyncio.Lock()  # the writer connection's: one unit of work at a time
+        self._closed = False
+        self._writer: sqlite3.Connection | None = None
+        self._inline: sqlite3.Connection | None = None
+        self._inline_commits = 0
+        self._checkpointing = False
+        self._thread: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._local = threading.local()
+        if self._memory:
+            self._writer = connect(self._path, memory=True)
+        else:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="sessiondb-sqlite-write")
+            self._readers = ThreadPoolExecutor(2, thread_name_prefix="sessiondb-sqlite-read")
+
+    # -- where work runs --------------------------------------------------------------
+
+    def _writer_conn(self) -> sqlite3.Connection:
+        if self._writer is None:
+            self._writer = connect(self._path)
+        return self._writer
+
+    async def _on_writer(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the writer connection (its thread, or inline for ``:memory:``);
+        the caller holds ``_turn``."""
+        if self._thread is None:
+            return fn(self._writer_conn())
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, lambda: fn(self._writer_conn())
+        )
+
+    async def _write_unit(self, fn: Callable[[sqlite3.Connection], T], *, short: bool) -> T:
+        """Run ``fn`` in one IMMEDIATE transaction; ``short`` lets it run inline when the
+        write lock is free."""
+        if (
+            short
+            and self._thread is not None
+            and not self._turn.locked()
+            and not self._checkpointing
+        ):
+            try:
+                result = self._try_inline(fn)
+            except _Busy:
+                pass  # another writer holds the lock: wait for it on the thread
+            else:
+                # Let other tasks run, as an await of real I/O would: a loop of inline
+                # appends must not starve them.
+                await asyncio.sleep(0)
+                return result
+        async with self._turn:
+            self._check_open()
+            result = await self._on_writer(lambda conn: _transaction(conn, fn))
+        if self._thread is None:
+            await asyncio.sleep(0)  # :memory: ran inline: let other tasks have a turn
+        return result
+
+    def _try_inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._inline is None:
+            conn = connect(self._path)
+            conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._inline = conn
+        conn = self._inline
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (
+                sqlite3.SQLITE_BUSY,
+                sqlite3.SQLITE_LOCKED,
+            ):
+                raise _Busy from exc
+            raise
+        result = _run_open(conn, fn)
+        self._inline_commits += 1
+        if self._inline_commits % self.CHECKPOINT_EVERY == 0:
+            self._checkpoint_later()
+        return result
+
+    def _checkpoint_later(self) -> None:
+        assert self._thread is not None
+
+        def checkpoint() -> None:
+            self._writer_conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+        def done(future: asyncio.Future[None]) -> None:
+            self._checkpointing = False
+            future.exception()  # a failed checkpoint is retried by the next one
+
+        self._checkpointing = True
+        asyncio.get_running_loop().run_in_executor(self._thread, checkpoint).add_done_callback(done)
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self._path)
+            self._reader_conns.append(conn)
+        return conn
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DatabaseError("the store is closed")
+
+    # -- the seam ---------------------------------------------------------------------
+
+    async def fetch(self, bound: q.Bound) -> list[Row]:
+        stmt, params = bound
+        raw = self._compile(stmt)
+        args = _bind_all(raw.args(params))
+        self._check_open()
+        try:
+            if self._readers is None:
+                async with self._turn:
+                    rows = self._writer_conn().execute(raw.sql, args).fetchall()
+                await asyncio.sleep(0)  # ran inline: let other tasks have a turn
+                return rows
+
+            def read() -> list[Row]:
+                return self._reader().execute(raw.sql, args).fetchall()
+
+            return await asyncio.get_running_loop().run_in_executor(self._readers, read)
+        except Exception as exc:
+            raise translate(exc, self._path) from exc
+
+    async def execute(self, bound: q.Bound) -> list[Row]:
+        stmt, params = bound
+        raw = self._compile(stmt)
+        args = _bind_all(raw.args(params))
+        self._check_open()
+        try:
+            return await self._write_unit(
+                lambda conn: conn.execute(raw.sql, args).fetchall(), short=True
+            )
+        except Exception as exc:
+            raise translate(exc, self._path) from exc
+
+    async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        self._check_open()
+        bump, insert = self._append_statements(head)
+        short = sum(len(r[-1]) for r in rows) <= INLINE_WRITE_CHARS
+        try:
+            return await self._write_unit(
+                lambda conn: _append(conn, bump, insert, head, rows), short=short
+            )
+        except Exception as exc:
+            raise translate(exc, self._path) from exc
+
+    def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled]:
+        return (
+            self._compile(q.bump_head(head.get("expected") is not None)),
+            self._compile(q.insert_rows(records.name)),
+        )
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_Transaction]:
+        self._check_open()
+        try:
+            async with self._turn:
+                self._check_open()
+                await self._on_writer(lambda conn: conn.execute("BEGIN IMMEDIATE"))
+                tx = _Transaction(self)
+                try:
+                    yield tx
+                except BaseException:
+                    await self._on_writer(_rollback)
+                    raise
+                await self._on_writer(lambda conn: conn.execute("COMMIT"))
+        except Exception as exc:
+            raise translate(exc, self._path) from exc
+
+    async def run_sync(self, fn: Callable[[Connection], T]) -> T:
+        from sqlalchemy import create_engine
+        from sqlalchemy.pool import StaticPool
+
+        def unit(conn: sqlite3.Connection) -> T:
+            # An engine over our own connection, never disposed (that would close it).
+            engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+            with engine.connect() as sa_conn, sa_conn.begin():
+                sa_conn.exec_driver_sql("BEGIN IMMEDIATE")
+                return fn(sa_conn)
+
+        self._check_open()
+        try:
+            async with self._turn:
+                return await self._on_writer(unit)
+        except Exception as exc:
+            cause = getattr(exc, "orig", None) or exc
+            translated = translate(cause, self._path)
+            if translated is cause and cause is not exc:
+                translated = DatabaseError(f"{type(exc).__name__}: {exc}")
+            raise translated from exc
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[BaseException] = []
+        async with self._turn:
+            inline, self._inline = self._inline, None
+            if inline is not None:
+                _close(inline, errors)
+            if self._thread is not None:
+                thread = self._thread
+                await asyncio.get_running_loop().run_in_executor(
+                    thread, lambda: self._close_writer(errors)
+                )
+                await asyncio.to_thread(thread.shutdown, True)
+            else:
+                self._close_writer(errors)
+        if self._readers is not None:
+            await asyncio.to_thread(self._readers.shutdown, True)
+            for conn in self._reader_conns:
+                _close(conn, errors)
+            self._reader_conns.clear()
+        if errors:
+            raise translate(errors[0], self._path)
+
+    def _close_writer(self, errors: list[BaseException]) -> None:
+        conn, self._writer = self._writer, None
+        if conn is not None:
+            _close(conn, errors)
+
+
+class _Transaction:
+    def __init__(self, backend: SQLiteBackend) -> None:
+        self._backend = backend
+
+    async def fetch(self, bound: q.Bound) -> list[Row]:
+        stmt, params = bound
+        raw = self._backend._compile(stmt)
+        args = _bind_all(raw.args(params))
+        return await self._backend._on_writer(lambda conn: conn.execute(raw.sql, args).fetchall())
+
+    async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        bump, insert = self._backend._append_statements(head)
+        return await self._backend._on_writer(lambda conn: _append(conn, bump, insert, head, rows))
+
+    async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        raw = self._backend._compile(q.insert_rows(table.name))
+        times = [i for i, c in enumerate(table.c) if isinstance(rows[0][i], datetime)]
+        if times:
+            rows = [tuple(timestamp(v) if i in times else v for i, v in enumerate(r)) for r in rows]
+        await self._backend._on_writer(lambda conn: conn.executemany(raw.sql, rows))
+
+
+def _append(
+    conn: sqlite3.Connection,
+    bump: Compiled,
+    insert: Compiled,
+    head: Mapping[str, Any],
+    rows: Sequence[tuple[Any, ...]],
+) -> int | None:
+    """Bump the head and insert the rows, inside the caller's transaction."""
+    found = conn.execute(bump.sql, _bind_all(bump.args(head))).fetchone()
+    if found is None:
+        return None
+    first = int(found[0]) - len(rows) + 1
+    sid = head["sid"]
+    at = _bind(head["at"])
+    conn.executemany(
+        insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
+    )
+    return first
+
+
+def _transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    return _run_open(conn, fn)
+
+
+def _run_open(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn`` in the transaction just begun; commit, or roll back on any error."""
+    try:
+        result = fn(conn)
+    except BaseException:
+        _rollback(conn)
+        raise
+    conn.execute("COMMIT")
+    return result
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _close(conn: sqlite3.Connection, errors: list[BaseException]) -> None:
+    try:
+        conn.close()
+    except sqlite3.Error as exc:
+        errors.append(exc)

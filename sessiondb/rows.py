@@ -1,0 +1,252 @@
+"""Rows in and out: what the store writes for a record, and the models it reads back.
+
+Plain functions over plain values; no I/O. A read row comes from any backend (asyncpg
+records, sqlite3 rows): columns by name, timestamps as datetimes or SQLite's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from . import jsoncodec
+from .errors import InvalidInputError
+from .models import (
+    Compaction,
+    Message,
+    Metrics,
+    Record,
+    SessionInfo,
+    Tombstone,
+    wire_message_error,
+    wire_text,
+    wire_usage,
+)
+from .naming import derive_name
+from .validation import column_text, to_json
+
+
+@dataclass
+class NewRecord:
+    """One record about to be written. ``wire`` is a message's checked JSON object."""
+
+    kind: str
+    payload: str
+    role: str | None = None
+    uuid: str | None = None
+    parent_uuid: str | None = None
+    tool_call_id: str | None = None
+    target_seq: int | None = None
+    first_kept_seq: int | None = None
+    wire: dict[str, Any] | None = None
+
+    def append_values(self) -> tuple[Any, ...]:
+        """The values of :data:`statements.APPEND_COLUMN_NAMES`."""
+        return (
+            self.kind,
+            self.role,
+            self.uuid,
+            self.parent_uuid,
+            self.tool_call_id,
+            self.target_seq,
+            self.first_kept_seq,
+            len(self.payload),
+            self.payload,
+        )
+
+    def values(self, session_id: str, seq: int, at: datetime) -> tuple[Any, ...]:
+        """The row in the records table's column order."""
+        return (
+            session_id,
+            seq,
+            self.kind,
+            self.role,
+            at,
+            self.uuid,
+            self.parent_uuid,
+            self.tool_call_id,
+            self.target_seq,
+            self.first_kept_seq,
+            len(self.payload),
+            self.payload,
+        )
+
+    def to_record(self, session_id: str, seq: int, at: datetime) -> Record:
+        """The record as read back, without reading it back."""
+        if self.kind == "message":
+            assert self.wire is not None
+            typed: dict[str, Any] = {"message": Message.model_validate(self.wire)}
+        else:
+            typed = _typed(self.kind, self.payload)
+        return Record(
+            session_id=session_id, seq=seq, kind=self.kind, created_at=at, uuid=self.uuid, **typed
+        )
+
+
+def message_record(item: Message | Mapping[str, Any], index: int) -> NewRecord:
+    """A message to append, checked: what cannot be read back is refused here."""
+    if isinstance(item, Message):
+        wire = item.to_wire()
+    elif isinstance(item, Mapping):
+        wire = item if isinstance(item, dict) else dict(item)
+        error = wire_message_error(wire)
+        if error is not None:
+            raise InvalidInputError(f"message {index}: {error}")
+    else:
+        raise InvalidInputError(
+            f"message {index}: expected a Message or a dict, got {type(item).__name__}"
+        )
+    # A dict is stored exactly as given: key order, numbers, a string content.
+    payload = to_json(wire, f"message {index}")
+    if jsoncodec.is_exact_path(payload) and jsoncodec.has_surrogate_key(wire):
+        # pydantic cannot hold such a key, so the message could never be read back.
+        raise InvalidInputError(f"message {index}: an object key holds a lone surrogate")
+    return NewRecord(
+        kind="message",
+        payload=payload,
+        role=wire["role"],
+        uuid=column_text(wire.get("uuid"), f"message {index}: uuid"),
+        parent_uuid=_storable(wire.get("parentUuid")),
+        tool_call_id=_storable(wire.get("toolCallId")),
+        wire=wire,
+    )
+
+
+def _storable(value: Any) -> str | None:
+    """The value if a text column can hold it, else ``None`` (the payload keeps it)."""
+    try:
+        return column_text(value, "")
+    except InvalidInputError:
+        return None
+
+
+@dataclass(frozen=True)
+class HeadDelta:
+    """What appending some records adds to the session's head."""
+
+    messages: int
+    tokens: tuple[int, int, int, int]
+    cost: float
+    name: str | None
+
+    @classmethod
+    def of(cls, rows: Sequence[NewRecord], *, name: bool = True) -> HeadDelta:
+        """The delta of ``rows``; ``name=False`` skips deriving a name (the session has one)."""
+        messages = [r.wire for r in rows if r.wire is not None]
+        tokens = [0, 0, 0, 0]
+        cost = 0.0
+        for m in messages:
+            if "usage" in m:
+                t, c = wire_usage(m)
+                tokens = [a + b for a, b in zip(tokens, t, strict=True)]
+                cost += c
+        first_user = next((m for m in messages if m["role"] == "user"), None) if name else None
+        derived = derive_name(wire_text(first_user)) if first_user is not None else None
+        return cls(len(messages), (tokens[0], tokens[1], tokens[2], tokens[3]), cost, derived)
+
+    def head(
+        self, session_id: str, namespace: str, count: int, at: datetime, expected_seq: int | None
+    ) -> dict[str, Any]:
+        """The parameters of the head bump (:func:`statements.bump_head`)."""
+        return {
+            "sid": session_id,
+            "ns": namespace,
+            "count": count,
+            "messages": self.messages,
+            "at": at,
+            "name": self.name,
+            "d_input": self.tokens[0],
+            "d_output": self.tokens[1],
+            "d_cache_read": self.tokens[2],
+            "d_cache_write": self.tokens[3],
+            "d_cost": self.cost,
+            "expected": expected_seq,
+        }
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def utc(value: datetime | str) -> datetime:
+    """A timestamp column's value as aware UTC, from any backend (SQLite gives text)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+_MESSAGES = TypeAdapter(list[Message])
+
+
+def parse_messages(payloads: Sequence[str]) -> list[Message]:
+    """Stored message payloads as models, in one pass of pydantic-core over the list:
+    ~30% cheaper than a parse and a validation per message."""
+    if not payloads:
+        return []
+    try:
+        return _MESSAGES.validate_json("[" + ",".join(payloads) + "]")
+    except ValidationError:
+        # pydantic-core's JSON parser refuses lone surrogate escapes; the stored text is
+        # still right, so take the exact path.
+        return [Message.model_validate(jsoncodec.loads(p)) for p in payloads]
+
+
+def records_from_rows(rows: Sequence[Any]) -> list[Record]:
+    """Rows of :data:`statements.RECORD_READ` as records: messages parsed in one pass,
+    the models built without validating again what the write validated."""
+    messages = iter(parse_messages([r["payload"] for r in rows if r["kind"] == "message"]))
+    out = []
+    construct = Record.model_construct
+    for r in rows:
+        kind = r["kind"]
+        typed = {"message": next(messages)} if kind == "message" else _typed(kind, r["payload"])
+        out.append(
+            construct(
+                session_id=r["session_id"],
+                seq=r["seq"],
+                kind=kind,
+                created_at=utc(r["created_at"]),
+                uuid=r["uuid"],
+                **typed,
+            )
+        )
+    return out
+
+
+def _typed(kind: str, payload: str) -> dict[str, Any]:
+    data = jsoncodec.loads(payload)
+    if kind == "compaction":
+        return {"compaction": Compaction.model_validate(data)}
+    if kind == "tombstone":
+        return {"tombstone": Tombstone.model_validate(data)}
+    return {"entry": data}
+
+
+def session_info(m: Any) -> SessionInfo:
+    """A sessions row as a model."""
+    return SessionInfo(
+        id=m["id"],
+        namespace=m["namespace"],
+        name=m["name"],
+        created_at=utc(m["created_at"]),
+        last_message_at=utc(m["last_message_at"]) if m["message_count"] else None,
+        model=m["model"],
+        message_count=m["message_count"],
+        last_seq=m["last_seq"],
+        source=m["source"],
+        cron_job_id=m["cron_job_id"],
+        system_prompt_override=m["system_prompt_override"],
+        metrics=Metrics(
+            input_tokens=m["input_tokens"],
+            output_tokens=m["output_tokens"],
+            cache_read_tokens=m["cache_read_tokens"],
+            cache_write_tokens=m["cache_write_tokens"],
+            cost_total=m["cost_total"],
+        ),
+        metadata=jsoncodec.loads(m["metadata_json"]) if m["metadata_json"] else None,
+        parent_id=m["parent_id"],
+        fork_seq=m["fork_seq"],
+    )

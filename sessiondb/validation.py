@@ -1,0 +1,44 @@
+"""Checks of values before they reach SQL: plain functions, no I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import jsoncodec
+from .errors import InvalidInputError
+
+
+def column_text(value: Any, what: str, *, optional: bool = True) -> str | None:
+    """A string for an indexed column: refuse what the databases cannot store."""
+    if value is None:
+        if optional:
+            return None
+        raise InvalidInputError(f"{what} is required")
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInputError(f"{what} must not contain NUL characters: {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} must not contain lone surrogates: {value!r}") from exc
+    return value
+
+
+def to_json(value: Any, what: str) -> str:
+    """JSON text for a payload; a value JSON cannot hold (a set, a tuple key) is bad input."""
+    try:
+        return jsoncodec.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{what} cannot be stored as JSON: {exc}") from exc
+
+
+def strict_int(value: Any, what: str, *, minimum: int | None = None) -> int:
+    """An int (not a bool) within 64 bits and at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{what} must be an int, got {value!r}")
+    low = -(2**63) if minimum is None else minimum
+    if not low <= value < 2**63:
+        bound = f">= {minimum} and " if minimum is not None else ""
+        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {value!r}")
+    return value
