@@ -1,6 +1,10 @@
 """The context query's cost does not grow with history length: on Postgres, over a session
-of 20,000 records with a compaction and tombstones, its plan reaches the records table by
-index only (no ``Seq Scan on sessiondb_records``). The plan is written to
+of 20,000 records with a compaction and tombstones, the plan that actually runs reaches
+the records table by index only (no ``Seq Scan on sessiondb_records``).
+
+The statement is prepared exactly as the store sends it (its SQL, with ``$1``/``$2`` for
+the session and namespace), and Postgres is made to use its generic plan, the one it
+settles on for a statement it runs again and again. The plan is written to
 ``/tmp/explain_plan.txt`` for the design notes."""
 
 from __future__ import annotations
@@ -9,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sql_helpers as sql
+from conftest import _connect as connect
 from overlay_helpers import assistant, result, summary_text, user
-from sqlalchemy import text
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import make_url
 
 from sessiondb import SessionStore
 from sessiondb import statements as q
@@ -29,17 +34,26 @@ def _turn(i: int) -> list[dict[str, Any]]:
     return [user(f"q{i}"), assistant(f"looking {i}", [call]), result(call), assistant(f"a{i}")]
 
 
-def _sql(bound: q.Bound) -> str:
+async def _generic_plan(store: SessionStore, url: str, bound: q.Bound) -> list[str]:
+    """EXPLAIN of the prepared statement the store runs, with the generic plan forced."""
     stmt, params = bound
-    with_values = stmt.params(**params)  # type: ignore[attr-defined]
-    return str(
-        with_values.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
-    )
+    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
+    conn = await connect(make_url(url))
+    try:
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        await conn.execute(f"PREPARE ctx AS {raw.sql}")
+        args = ", ".join(_literal(v) for v in raw.args(params))
+        rows = await conn.fetch(f"EXPLAIN (COSTS OFF) EXECUTE ctx({args})")
+        return [r[0] for r in rows]
+    finally:
+        await conn.close()
 
 
-async def _plan(store: SessionStore, bound: q.Bound) -> list[str]:
-    async with store.engine.connect() as conn:
-        return list((await conn.execute(text("EXPLAIN (COSTS OFF) " + _sql(bound)))).scalars())
+def _literal(value: Any) -> str:
+    if isinstance(value, int):
+        return str(value)
+    assert isinstance(value, str) and "'" not in value
+    return f"'{value}'"
 
 
 async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
@@ -56,17 +70,16 @@ async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
         child = await store.fork(sid)
         await store.append(child.id, [user("child question")])
         await store.tombstone(child.id, 19_009)
-        async with store.engine.connect() as conn:
-            await conn.execute(text("ANALYZE sessiondb_records"))
-            await conn.execute(text("ANALYZE sessiondb_sessions"))
-            await conn.commit()
+        await sql.execute(store, "ANALYZE sessiondb_records")
+        await sql.execute(store, "ANALYZE sessiondb_sessions")
 
-        # What the store runs on Postgres, compiled with the values inlined.
-        root_plan = await _plan(store, q.context(sid, store.namespace, lateral=True))
-        child_plan = await _plan(store, q.context(child.id, store.namespace, lateral=True))
-        probe_plan = await _plan(
+        ns = store.namespace
+        root_plan = await _generic_plan(store, pg_url, q.context(sid, ns, q.POSTGRES))
+        child_plan = await _generic_plan(store, pg_url, q.context(child.id, ns, q.POSTGRES))
+        probe_plan = await _generic_plan(
             store,
-            q.nearest_message(sid, store.namespace, roles=("assistant",), at_or_before=19_500),
+            pg_url,
+            q.nearest_message(sid, ns, roles=("assistant",), at_or_before=19_500),
         )
 
         PLAN_FILE.write_text(
