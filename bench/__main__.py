@@ -41,8 +41,10 @@ floors (the bare driver on the same tables, same run):
   2  the same as one multi-row statement (asyncpg: INSERT ... SELECT FROM unnest(...));
      sqlite3: UPDATE ... RETURNING and executemany in one transaction
   3  the same rows built from the same dicts, COPY with asyncpg / executemany in sqlite3
-  4  SELECT seq, payload of the kept rows; and reading, parsing (orjson) and
-     replaying the same session as a JSONL file; and the short session
+  4  SELECT seq, payload of the kept rows (and the same, each payload parsed into
+     dicts with orjson: the floor of context(), which returns models); reading,
+     parsing (orjson) and replaying the same session as a JSONL file; the short
+     session; for records(), SELECT of the short session's rows, payloads parsed
   5  the first page (and the first page as a bare SELECT)
   6  a fork of a 10-record session
   7  the same writers sending the one-statement bump-and-insert through asyncpg

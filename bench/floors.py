@@ -111,6 +111,12 @@ SELECT seq, payload FROM sessiondb_records
  ORDER BY seq
 """
 
+PG_HISTORY = """
+SELECT session_id, seq, kind, created_at, uuid, payload FROM sessiondb_records
+ WHERE session_id = $1
+ ORDER BY seq
+"""
+
 PG_FIRST_PAGE = """
 SELECT * FROM sessiondb_sessions WHERE namespace = $1
  ORDER BY last_message_at DESC, id DESC LIMIT $2
@@ -174,6 +180,14 @@ class PostgresFloor:
     async def kept_messages(self, session_id: str, first_kept_seq: int) -> list[Any]:
         return list(await self.conn.fetch(PG_KEPT, session_id, first_kept_seq))
 
+    async def kept_parsed(self, session_id: str, first_kept_seq: int) -> list[Any]:
+        rows = await self.conn.fetch(PG_KEPT, session_id, first_kept_seq)
+        return [orjson.loads(r[1]) for r in rows]
+
+    async def history_parsed(self, session_id: str) -> list[Any]:
+        rows = await self.conn.fetch(PG_HISTORY, session_id)
+        return [(*r[:5], orjson.loads(r[5])) for r in rows]
+
     async def first_page(self, namespace: str, limit: int) -> list[Any]:
         return list(await self.conn.fetch(PG_FIRST_PAGE, namespace, limit + 1))
 
@@ -206,6 +220,7 @@ SQLITE_INSERT_SESSION = (
     f"VALUES ({', '.join('?' * len(SESSION_COLUMNS))})"
 )
 SQLITE_KEPT = PG_KEPT.replace("$1", "?").replace("$2", "?")
+SQLITE_HISTORY = PG_HISTORY.replace("$1", "?")
 SQLITE_FIRST_PAGE = PG_FIRST_PAGE.replace("$1", "?").replace("$2", "?")
 
 
@@ -305,6 +320,14 @@ class SQLiteFloor:
 
     async def kept_messages(self, session_id: str, first_kept_seq: int) -> list[Any]:
         return self.conn.execute(SQLITE_KEPT, (session_id, first_kept_seq)).fetchall()
+
+    async def kept_parsed(self, session_id: str, first_kept_seq: int) -> list[Any]:
+        rows = self.conn.execute(SQLITE_KEPT, (session_id, first_kept_seq)).fetchall()
+        return [orjson.loads(r[1]) for r in rows]
+
+    async def history_parsed(self, session_id: str) -> list[Any]:
+        rows = self.conn.execute(SQLITE_HISTORY, (session_id,)).fetchall()
+        return [(*r[:5], orjson.loads(r[5])) for r in rows]
 
     async def first_page(self, namespace: str, limit: int) -> list[Any]:
         return self.conn.execute(SQLITE_FIRST_PAGE, (namespace, limit + 1)).fetchall()

@@ -13,8 +13,8 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from sessiondb.config import Settings
 from sessiondb.backends import open_backend
+from sessiondb.config import Settings
 from sessiondb.tables import VERSION_TABLE, metadata
 
 config = context.config
