@@ -48,7 +48,7 @@ from .models import (
     SessionInfo,
     SessionPage,
     Tombstone,
-    wire_message_error,
+    wire_message,
     wire_text,
     wire_usage,
 )
@@ -141,18 +141,9 @@ SESSION_COLUMN_NAMES = tuple(c.name for c in sessions.c)
 
 
 def _message_row(item: Message | Mapping[str, Any], index: int) -> _Row:
-    if isinstance(item, Message):
-        wire = item.to_wire()
-    elif isinstance(item, Mapping):
-        wire = item if isinstance(item, dict) else dict(item)
-        error = wire_message_error(wire)
-        if error is not None:
-            raise InvalidInputError(f"message {index}: {error}")
-    else:
-        raise InvalidInputError(
-            f"message {index}: expected a Message or a dict, got {type(item).__name__}"
-        )
-    # A dict is stored exactly as given: key order, numbers, a string content.
+    # Stored as given (key order, numbers, unknown fields) but for a string content,
+    # which becomes one text block (S7.12).
+    wire = wire_message(item, f"message {index}")
     payload = _json(wire, f"message {index}")
     if jsoncodec.is_exact_path(payload) and jsoncodec.has_surrogate_key(wire):
         # pydantic cannot hold such a key, so the message could never be read back.
