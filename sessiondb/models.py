@@ -124,7 +124,7 @@ class Message(WireModel):
     """One message of a conversation, in the spec's wire shape.
 
     ``content`` is always a list of blocks; a plain string is accepted and becomes one
-    text block.
+    text block (and is stored so: see :func:`wire_message`).
     """
 
     role: Role
