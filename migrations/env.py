@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from sessiondb.backends import open_backend
 from sessiondb.config import Settings
+from sessiondb.migrate import is_sessiondb_table
 from sessiondb.tables import VERSION_TABLE, metadata
 
 config = context.config
@@ -22,11 +23,17 @@ if config.config_file_name is not None and config.attributes.get("connection") i
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
+def _own_tables_only(name: str | None, type_: str, parent_names: object) -> bool:
+    # The database is often shared with a service's own tables: never propose dropping them.
+    return type_ != "table" or is_sessiondb_table(name)
+
+
 def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
         version_table=VERSION_TABLE,
+        include_name=_own_tables_only,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
         compare_server_default=True,

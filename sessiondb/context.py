@@ -9,20 +9,23 @@ from . import jsoncodec
 from .models import Compaction, Message, TextContent
 from .rows import parse_messages
 
-# The spec's markers around a compaction summary (pi-mono's wording).
+# The spec's markers around a compaction summary (§7.4 step 3a, byte for byte): the
+# marker line, then ``<summary>`` on the very next line.
 SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
-    "\n\n<summary>\n"
+    "\n<summary>\n"
 )
 SUMMARY_SUFFIX = "\n</summary>"
 
 
+def summary_text(summary: str) -> str:
+    """A compaction summary wrapped in the spec's context markers."""
+    return SUMMARY_PREFIX + summary + SUMMARY_SUFFIX
+
+
 def summary_message(compaction: Compaction) -> Message:
     """The user message that stands for everything a compaction superseded."""
-    return Message(
-        role="user",
-        content=[TextContent(text=SUMMARY_PREFIX + compaction.summary + SUMMARY_SUFFIX)],
-    )
+    return Message(role="user", content=[TextContent(text=summary_text(compaction.summary))])
 
 
 @dataclass(frozen=True)

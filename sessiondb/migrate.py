@@ -1,4 +1,9 @@
-"""Alembic, run from code: the same revisions as ``alembic upgrade head`` in the repo."""
+"""Alembic, run from code: the same revisions as ``alembic upgrade head`` in the repo.
+
+Also the filters a service's own Alembic ``env.py`` passes to ``context.configure`` so that
+its autogenerate leaves sessiondb's tables alone (:func:`include_name`,
+:func:`include_object`).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,48 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .tables import VERSION_TABLE
 
-__all__ = ["VERSION_TABLE", "alembic_config", "run", "run_sync"]
+__all__ = [
+    "TABLE_PREFIX",
+    "VERSION_TABLE",
+    "alembic_config",
+    "include_name",
+    "include_object",
+    "is_sessiondb_table",
+    "run",
+    "run_sync",
+]
+
+# Every table sessiondb creates, now or in a later revision, and its version table start
+# with this; a prefix rather than a list, so that a service whose sessiondb is older
+# than the database's schema still leaves the newer tables alone.
+TABLE_PREFIX = "sessiondb_"
+
+
+def is_sessiondb_table(name: object) -> bool:
+    """Whether ``name`` is one of sessiondb's tables (its version table included)."""
+    return isinstance(name, str) and name.startswith(TABLE_PREFIX)
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """An Alembic ``include_name`` filter for a service's ``env.py``: autogenerate skips
+    sessiondb's tables (and so their columns, indexes and constraints) and its version
+    table ``sessiondb_alembic_version``; everything else is included.
+
+    ``context.configure(..., include_name=sessiondb.migrate.include_name)``
+    """
+    return not (type_ == "table" and is_sessiondb_table(name))
+
+
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    """An Alembic ``include_object`` filter with the same rule as :func:`include_name`,
+    applied to objects on both sides (needed when the service's own metadata holds
+    sessiondb's tables, e.g. to declare a foreign key to ``sessiondb_sessions``)."""
+    if type_ == "table":
+        return not is_sessiondb_table(name)
+    table = getattr(obj, "table", None)
+    return not is_sessiondb_table(getattr(table, "name", None))
 
 
 def migrations_dir() -> Path:

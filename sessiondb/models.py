@@ -7,6 +7,7 @@ the fields that were set, so a message read from a file is written back unchange
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -22,6 +23,9 @@ from pydantic import (
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticSerializationError
+
+from .errors import InvalidInputError
 
 _WIRE = ConfigDict(
     extra="allow",
@@ -120,7 +124,7 @@ class Message(WireModel):
     """One message of a conversation, in the spec's wire shape.
 
     ``content`` is always a list of blocks; a plain string is accepted and becomes one
-    text block.
+    text block (and is stored so: see :func:`wire_message`).
     """
 
     role: Role
@@ -287,13 +291,47 @@ def wire_message_error(data: Any) -> str | None:
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             return f"{key} must be a string, got {type(value).__name__}"
+    if role == "toolResult" and not data.get("toolCallId"):
+        return "a toolResult message needs the toolCallId of the call it answers"
     is_error = data.get("isError")
-    if is_error is not None and not isinstance(is_error, bool):
-        return f"isError must be a boolean, got {type(is_error).__name__}"
+    if is_error is not None:
+        if not isinstance(is_error, bool):
+            return f"isError must be a boolean, got {type(is_error).__name__}"
+        if role != "toolResult":
+            return f"isError belongs to toolResult messages only, not to a {role} message"
     usage = data.get("usage")
     if usage is not None:
         return _usage_error(usage)
     return None
+
+
+def wire_message(item: Message | Mapping[str, Any], where: str = "message") -> dict[str, Any]:
+    """The stored form of a message: checked, with a string ``content`` made one text block.
+
+    Everything else stays exactly as given: key order, unknown fields, unknown blocks
+    (a dict whose content is already a list is returned as it is, not copied).
+    Raises :class:`InvalidInputError`, prefixed with ``where``, for anything that is not a
+    wire-shape message (spec §7.2).
+    """
+    if isinstance(item, Message):
+        try:
+            wire = item.to_wire()
+        except PydanticSerializationError as exc:
+            raise InvalidInputError(f"{where}: cannot be stored as JSON: {exc}") from exc
+    elif isinstance(item, Mapping):
+        wire = item if isinstance(item, dict) else dict(item)
+    else:
+        raise InvalidInputError(f"{where}: expected a Message or a dict, got {type(item).__name__}")
+    error = wire_message_error(wire)
+    if error is not None:
+        raise InvalidInputError(f"{where}: {error}")
+    if isinstance(wire["content"], str):
+        # S7.12: content is always ContentBlock[]. A new dict keeps the caller's key order.
+        wire = {
+            key: [{"type": "text", "text": value}] if key == "content" else value
+            for key, value in wire.items()
+        }
+    return wire
 
 
 def _block_error(block: Any) -> str | None:

@@ -22,7 +22,7 @@ from .models import (
     Record,
     SessionInfo,
     Tombstone,
-    wire_message_error,
+    wire_message,
     wire_text,
     wire_usage,
 )
@@ -89,18 +89,8 @@ class NewRecord:
 
 def message_record(item: Message | Mapping[str, Any], index: int) -> NewRecord:
     """A message to append, checked: what cannot be read back is refused here."""
-    if isinstance(item, Message):
-        wire = item.to_wire()
-    elif isinstance(item, Mapping):
-        wire = item if isinstance(item, dict) else dict(item)
-        error = wire_message_error(wire)
-        if error is not None:
-            raise InvalidInputError(f"message {index}: {error}")
-    else:
-        raise InvalidInputError(
-            f"message {index}: expected a Message or a dict, got {type(item).__name__}"
-        )
-    # A dict is stored exactly as given: key order, numbers, a string content.
+    # Checked, and a string content made one text block (S7.12); the rest as given.
+    wire = wire_message(item, f"message {index}")
     payload = to_json(wire, f"message {index}")
     if jsoncodec.is_exact_path(payload) and jsoncodec.has_surrogate_key(wire):
         # pydantic cannot hold such a key, so the message could never be read back.

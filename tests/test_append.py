@@ -395,6 +395,11 @@ MALFORMED = {
         "isError": "maybe",
     },
     "usage-not-object": {"role": "assistant", "content": [], "usage": "lots"},
+    "tool-result-without-call-id": {
+        "role": "toolResult",
+        "content": [{"type": "text", "text": "x"}],
+    },
+    "is-error-on-assistant": {"role": "assistant", "content": [], "isError": True},
     "not-json": {"role": "user", "content": "x", "extra": {1, 2}},
     "not-json-key": {"role": "user", "content": "x", "extra": {("a", "b"): 1}},
 }

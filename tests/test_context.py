@@ -81,7 +81,7 @@ async def test_compaction_context_is_summary_then_kept_messages(store: SessionSt
     assert context[0].role == "user"
     assert context[0].text() == (
         "The conversation history before this point was compacted into the following "
-        "summary:\n\n<summary>\nthe first five\n</summary>"
+        "summary:\n<summary>\nthe first five\n</summary>"
     )
     assert context[0].text().startswith(SUMMARY_PREFIX)
     assert context[0].text().endswith(SUMMARY_SUFFIX)

@@ -40,7 +40,7 @@ def result(call_id: str) -> Message:
 def test_summary_markers_are_the_specs() -> None:
     assert SUMMARY_PREFIX == (
         "The conversation history before this point was compacted into the following "
-        "summary:\n\n<summary>\n"
+        "summary:\n<summary>\n"
     )
     assert SUMMARY_SUFFIX == "\n</summary>"
 
@@ -54,7 +54,7 @@ def test_summary_message_wraps_the_summary_in_a_user_message() -> None:
             {
                 "type": "text",
                 "text": "The conversation history before this point was compacted into the "
-                "following summary:\n\n<summary>\n## Goal\nship it\n</summary>",
+                "following summary:\n<summary>\n## Goal\nship it\n</summary>",
             }
         ],
     }

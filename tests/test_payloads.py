@@ -85,7 +85,7 @@ async def raw_rows(store: SessionStore, session_id: str) -> list[Any]:
 async def test_dict_payload_is_stored_exactly(store: SessionStore) -> None:
     message = {
         "zFirst": "unknown fields before the known ones",
-        "content": "a plain string content stays a string",
+        "content": "a plain string content becomes one text block, in its place",
         "role": "user",
         "timestamp": 1732200000123,
         "meta": {"b": 2, "a": 1, "list": [3, 1, 2], "none": None, "t": True},
@@ -97,17 +97,20 @@ async def test_dict_payload_is_stored_exactly(store: SessionStore) -> None:
     await store.append(info.id, [message])
 
     (raw,) = await raw_payloads(store, info.id)
-    # Same keys in the same order, same values, same number types.
-    assert parse_pairs(raw) == pairs(message)
-    assert raw == json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    # Same keys in the same order, same values, same number types; only the string
+    # content is stored as the one text block it stands for (S7.12).
+    assert parse_pairs(raw) == pairs(normalised(message))
+    assert raw == json.dumps(normalised(message), ensure_ascii=False, separators=(",", ":"))
     parsed = json.loads(raw)
-    assert parsed["content"] == "a plain string content stays a string"
+    assert parsed["content"] == [
+        {"type": "text", "text": "a plain string content becomes one text block, in its place"}
+    ]
     assert isinstance(parsed["float"], float) and isinstance(parsed["negative"], int)
 
     (rec,) = await store.records(info.id)
     assert rec.message is not None
     assert rec.message.role == "user"
-    assert rec.message.text() == "a plain string content stays a string"
+    assert rec.message.text() == "a plain string content becomes one text block, in its place"
     assert rec.message.model_extra == {
         "zFirst": "unknown fields before the known ones",
         "timestamp": 1732200000123,
@@ -229,7 +232,7 @@ async def test_strings_round_trip_exactly(store: SessionStore) -> None:
         assert recs[0].message is not None and recs[0].message.text() == text, name
         assert recs[1].message is not None and recs[1].message.parent_uuid == text, name
         raw = [json.loads(p) for p in await raw_payloads(store, session_id)]
-        assert raw == messages, name
+        assert raw == expected, name
 
 
 async def test_nul_and_emoji_in_object_keys_round_trip(store: SessionStore) -> None:

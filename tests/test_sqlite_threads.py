@@ -94,7 +94,8 @@ async def test_big_appends_are_written_on_the_thread(tmp_path: Path) -> None:
         inline = writer._inline_commits
         assert inline == before + 1  # the small append ran inline
         big = "y" * 200_000
-        (record,) = await store.append(sid, {"role": "toolResult", "content": big})
+        big_result = {"role": "toolResult", "toolCallId": "c", "content": big}
+        (record,) = await store.append(sid, big_result)
         assert writer._inline_commits == inline  # not inline
         assert record.seq == 2
         assert [m.text() for m in await store.context(sid)] == ["small", big]
