@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sql_helpers as sqlh
 from alembic import command
 from alembic.autogenerate import produce_migrations
 from alembic.config import Config
@@ -138,7 +139,7 @@ def service_metadata() -> MetaData:
 async def test_autogenerate_ignores_sessiondb_tables_and_sees_the_service(
     db_url: str, tmp_path: Path
 ) -> None:
-    async with SessionStore.open(db_url) as store, store.engine.connect() as conn:
+    async with SessionStore.open(db_url) as store:
 
         def diffs(sync: Connection) -> dict[str, set[str]]:
             found: dict[str, set[str]] = {}
@@ -156,7 +157,7 @@ async def test_autogenerate_ignores_sessiondb_tables_and_sees_the_service(
                 found[name] = touched_tables(script.upgrade_ops)
             return found
 
-        found = await conn.run_sync(diffs)
+        found = await sqlh.run_sync(store, diffs)
     # With the filter: only the service's own table, which it has yet to create.
     assert found["filtered"] == {SERVICE_TABLE}
     # include_name alone misses sessiondb_sessions declared in the service's metadata.
@@ -168,38 +169,34 @@ async def test_autogenerate_ignores_sessiondb_tables_and_sees_the_service(
 async def test_a_service_env_py_with_the_helper(db_url: str, tmp_path: Path) -> None:
     root = service_env(tmp_path)
     async with SessionStore.open(db_url) as store:
-        async with store.engine.connect() as conn:
 
-            def first_revision(sync: Connection) -> str:
-                rev = command.revision(
-                    service_config(root, sync), message="orders", autogenerate=True, rev_id="s1"
-                )
-                command.upgrade(service_config(root, sync), "head")
-                return revision_text(root, rev)
+        def first_revision(sync: Connection) -> str:
+            rev = command.revision(
+                service_config(root, sync), message="orders", autogenerate=True, rev_id="s1"
+            )
+            command.upgrade(service_config(root, sync), "head")
+            return revision_text(root, rev)
 
-            first = await conn.run_sync(first_revision)
-            await conn.commit()
+        first = await sqlh.run_sync(store, first_revision)
         assert "sessiondb" not in first
         assert operations(first) == [
             f"op.create_table('{SERVICE_TABLE}',",
             f"op.drop_table('{SERVICE_TABLE}')",
         ]
 
-        async with store.engine.connect() as conn:
+        def after_upgrade(sync: Connection) -> tuple[set[str], str]:
+            # Nothing left to do for the service, sessiondb's tables notwithstanding.
+            command.check(service_config(root, sync))
+            # A change to the service's own model is still seen.
+            rev = command.revision(
+                service_config(root, sync, with_note=True),
+                message="note",
+                autogenerate=True,
+                rev_id="s2",
+            )
+            return set(inspect(sync).get_table_names()), revision_text(root, rev)
 
-            def after_upgrade(sync: Connection) -> tuple[set[str], str]:
-                # Nothing left to do for the service, sessiondb's tables notwithstanding.
-                command.check(service_config(root, sync))
-                # A change to the service's own model is still seen.
-                rev = command.revision(
-                    service_config(root, sync, with_note=True),
-                    message="note",
-                    autogenerate=True,
-                    rev_id="s2",
-                )
-                return set(inspect(sync).get_table_names()), revision_text(root, rev)
-
-            tables, second = await conn.run_sync(after_upgrade)
+        tables, second = await sqlh.run_sync(store, after_upgrade)
         assert tables == {SESSIONS, RECORDS, VERSION_TABLE, SERVICE_TABLE, "alembic_version"}
         assert "sessiondb" not in second
         batch = ["with op.batch_alter_table", "batch_op.add_column"]
@@ -210,8 +207,7 @@ async def test_a_service_env_py_with_the_helper(db_url: str, tmp_path: Path) -> 
         assert "sa.Column('note'" in second
 
         # sessiondb's own check, in turn, leaves the service's tables alone.
-        async with store.engine.connect() as conn:
-            await migrations.run(conn, "check")
+        await sqlh.run_sync(store, lambda conn: migrations.run_sync(conn, "check"))
         await store.migrate()  # already at head, with the service beside it
         sid = (await store.create_session()).id
         await store.append(sid, [{"role": "user", "content": "still works"}])
@@ -223,7 +219,7 @@ async def test_a_service_env_py_without_the_helper_would_drop_sessiondb(
 ) -> None:
     # The control: the same environment without the filter proposes dropping sessiondb.
     root = service_env(tmp_path)
-    async with SessionStore.open(db_url) as store, store.engine.connect() as conn:
+    async with SessionStore.open(db_url) as store:
 
         def check(sync: Connection) -> str:
             with pytest.raises(AutogenerateDiffsDetected):
@@ -233,7 +229,7 @@ async def test_a_service_env_py_without_the_helper_would_drop_sessiondb(
             )
             return revision_text(root, rev)
 
-        text = await conn.run_sync(check)
+        text = await sqlh.run_sync(store, check)
     assert f"op.drop_table('{RECORDS}')" in text
     assert f"op.drop_table('{VERSION_TABLE}')" in text
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+import sql_helpers as sqlh
 from overlay_helpers import (
     assert_only_grew,
     assistant,
@@ -26,7 +27,6 @@ from overlay_helpers import (
     texts,
     user,
 )
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from sessiondb import (
@@ -61,8 +61,7 @@ needs_compaction = pytest.mark.xfail(
 
 
 async def sql(store: SessionStore, statement: str, **params: Any) -> list[Any]:
-    async with store.engine.connect() as conn:
-        return list((await conn.execute(text(statement), params)).all())
+    return await sqlh.fetch(store, statement, **params)
 
 
 async def stored_payloads(store: SessionStore, session_id: str) -> list[Any]:
