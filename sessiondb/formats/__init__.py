@@ -22,8 +22,9 @@ from .base import (
 )
 from .claude_code import ClaudeCodeFormat, session_parts
 from .native import METADATA_FILE, SESSION_FILE, NativeFormat
+from .pi import PiFormat
 
-FORMATS: dict[str, Format] = {f.name: f for f in (NativeFormat(), ClaudeCodeFormat())}
+FORMATS: dict[str, Format] = {f.name: f for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat())}
 
 __all__ = [
     "FORMATS",
