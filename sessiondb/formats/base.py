@@ -1,0 +1,323 @@
+"""The neutral shape every file format reads into and writes from, and the line reader.
+
+A reader turns a file (or a directory) into :class:`ImportedSession` values, each a
+stream of :class:`ImportedRecord` values in file order. The store gives record ``i``
+(0-based) the seq ``base + i + 1``, where ``base`` is the session's ``fork_seq`` (``0``
+for a root session). ``target`` (a tombstone's) and ``first_kept`` (a compaction's) are
+positions on the same scale: ``seq = base + position + 1``, so a negative position names
+a record the session inherits from its parent. Payloads of compactions and tombstones
+leave out ``firstKeptSeq`` and ``targetSeq``: the store writes them from the positions.
+
+A format keeps what it needs to write its own line back in the payload, under a key
+named after the format (``claudeCode``, ``pi``, ``noumen``); a line that is not a
+message becomes an ``entry`` record whose payload is :func:`entry_payload` (the line as
+parsed) or :func:`raw_payload` (a line that is not JSON, kept as text).
+
+Lines are read as bytes and split on ``\\n`` only: U+2028 and its kind stay inside
+the line. A UTF-8 BOM and a ``\\r`` before the ``\\n`` are dropped, a last line without
+``\\n`` that does not parse is a torn write and is ignored (spec S7.9).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from .. import jsoncodec
+from ..errors import ImportFormatError
+from ..models import Record, SessionInfo
+
+RecordKind = Literal["message", "compaction", "tombstone", "entry"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedRecord:
+    """One record of an imported session, before it has a seq.
+
+    Attributes:
+        kind: ``message``, ``compaction``, ``tombstone`` or ``entry``.
+        payload: the record's JSON object; for a message, a wire-shape message
+            (``role``, ``content`` as a list of blocks, …) that
+            :func:`sessiondb.models.wire_message_error` accepts.
+        uuid: the record's key, unique within the session (the external uuid where the
+            format has one); the store's idempotency key. ``None`` when the line has
+            none or repeats an earlier one.
+        parent_uuid: the external parent link, if the format has one.
+        created_at: when the tool wrote the line; ``None`` when the line says nothing.
+        target: a tombstone's target, as a position (see the module docstring).
+        first_kept: a compaction's first kept record, as a position.
+    """
+
+    kind: RecordKind
+    payload: dict[str, Any]
+    uuid: str | None = None
+    parent_uuid: str | None = None
+    created_at: datetime | None = None
+    target: int | None = None
+    first_kept: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line that could not be read; it was kept as a raw ``entry`` record."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass
+class SessionDetails:
+    """The session row's fields, as far as the file tells them."""
+
+    name: str | None = None
+    model: str | None = None
+    created_at: datetime | None = None
+    source: Literal["interactive", "cron"] = "interactive"
+    cron_job_id: str | None = None
+    system_prompt_override: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class ImportedSession:
+    """One session read from a file, with its records as a stream.
+
+    ``records`` is a one-shot iterator that reads the file as it goes. ``details`` and
+    ``bad_lines`` fill in while it is consumed and are final once it is exhausted (a
+    file's title or model may come on its last line), so write the session row's
+    fields after the records, in the same transaction.
+
+    Attributes:
+        key: a stable external key (``"claude-code:<sessionId>"``, ``"pi:<id>"``, …):
+            the same file gives the same key, so a re-import can find the session.
+        format: the format's registry name.
+        path: the file or directory the session came from.
+        records: the records, in order.
+        parent_key: the key of the parent session (a subagent's or a fork's).
+        fork_seq: the parent's seq the session forks after; ``0`` for a child that
+            inherits nothing (a subagent); ``None`` without a parent.
+    """
+
+    key: str
+    format: str
+    path: Path
+    records: Iterator[ImportedRecord]
+    parent_key: str | None = None
+    fork_seq: int | None = None
+    details: SessionDetails = field(default_factory=SessionDetails)
+    bad_lines: list[BadLine] = field(default_factory=list)
+
+
+class Format(Protocol):
+    """A session file format: a streaming reader and a writer."""
+
+    name: str
+
+    def sniff(self, path: Path) -> bool:
+        """Whether ``path`` (a file or a directory) looks like this format."""
+        ...
+
+    def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
+        """The sessions in ``path``, a parent before its children.
+
+        Raises:
+            ImportFormatError: with ``strict``, the first bad line.
+        """
+        ...
+
+    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        """Write one session as this format's file(s) under ``out_dir``; the paths written.
+
+        ``records`` are what ``store.records(id, include_tombstoned=True)`` returns.
+        """
+        ...
+
+
+# -- reading lines ---------------------------------------------------------------------
+
+_BOM = b"\xef\xbb\xbf"
+# orjson reads integers past 64 bits as floats; a run of 19 digits sends the line to
+# the standard library, which keeps them exact (a false alarm inside a string only
+# costs the slower parse).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A non-blank line: ``value`` when it parsed, else ``raw`` text and ``error``."""
+
+    number: int
+    value: Any = None
+    raw: str | None = None
+    error: str | None = None
+
+
+def parse_json(data: bytes) -> Any:
+    """Parse one line exactly: integers past 64 bits, ``\\u0000`` and lone surrogates.
+
+    Raises:
+        ValueError: not JSON, not UTF-8, NaN or an infinity, or nested too deep.
+    """
+    if not _LONG_DIGITS.search(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    try:
+        value = json.loads(data)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    # The standard library takes NaN, Infinity and 1e400; no store can hold them.
+    jsoncodec.dumps(value)
+    return value
+
+
+def read_lines(path: Path) -> Iterator[Line]:
+    """The non-blank lines of ``path``, streamed, numbered from 1.
+
+    A torn last line (no ``\\n`` and not JSON) is dropped.
+    """
+    with path.open("rb") as stream:
+        for number, chunk in enumerate(stream, 1):
+            data = chunk
+            if number == 1 and data.startswith(_BOM):
+                data = data[len(_BOM) :]
+            complete = data.endswith(b"\n")
+            data = data.rstrip(b"\n")
+            if data.endswith(b"\r"):
+                data = data[:-1]
+            if not data.strip():
+                continue
+            try:
+                value = parse_json(data)
+            except (ValueError, UnicodeDecodeError) as exc:
+                if not complete:
+                    return
+                yield Line(number, raw=data.decode("utf-8", "surrogateescape"), error=_why(exc))
+                continue
+            yield Line(number, value=value)
+
+
+def _why(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"not valid JSON ({text})"
+
+
+def bad_line(session: ImportedSession, line: Line, reason: str, strict: bool) -> None:
+    """Report ``line`` on ``session``, or raise when ``strict``."""
+    if strict:
+        raise ImportFormatError(str(session.path), line.number, reason)
+    session.bad_lines.append(BadLine(session.path, line.number, reason))
+
+
+# -- payload helpers -------------------------------------------------------------------
+
+
+def entry_payload(fmt: str, value: Any, **extra: Any) -> dict[str, Any]:
+    """The payload of a line kept as a non-context entry: the line as parsed."""
+    return {"format": fmt, "line": value, **extra}
+
+
+def raw_payload(fmt: str, line: Line, **extra: Any) -> dict[str, Any]:
+    """The payload of a line that is not JSON: its text (undecodable bytes escaped)."""
+    return {"format": fmt, "rawLine": line.raw, "error": line.error, **extra}
+
+
+def own_entry_line(fmt: str, entry: dict[str, Any] | None) -> tuple[bool, Any]:
+    """``(True, line)`` for an entry this format wrote; the line as a value, or as
+    :class:`RawText` for a line that was not JSON."""
+    if not entry or entry.get("format") != fmt:
+        return False, None
+    if "line" in entry:
+        return True, entry["line"]
+    if isinstance(entry.get("rawLine"), str):
+        return True, RawText(entry["rawLine"])
+    return False, None
+
+
+@dataclass(frozen=True, slots=True)
+class RawText:
+    """A line to write back as it was read, not as JSON."""
+
+    text: str
+
+
+def dump_line(value: Any) -> bytes:
+    """One JSONL line for ``value`` (or the text of a :class:`RawText`), with ``\\n``."""
+    if isinstance(value, RawText):
+        return value.text.encode("utf-8", "surrogateescape") + b"\n"
+    text = jsoncodec.dumps(value)
+    if jsoncodec.is_exact_path(text):
+        text = text[1:]
+    return text.encode() + b"\n"
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 string or epoch milliseconds as aware UTC; ``None`` if neither."""
+    if isinstance(value, str):
+        try:
+            at = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value / 1000, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def format_time(at: datetime) -> str:
+    """``at`` as ISO 8601 UTC with a ``Z``: milliseconds, or microseconds when set."""
+    at = at.astimezone(UTC)
+    spec = "milliseconds" if at.microsecond % 1000 == 0 else "microseconds"
+    return at.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+class UuidKeys:
+    """Hands out each external uuid once per session (the store's key is unique)."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def claim(self, value: Any) -> str | None:
+        if not isinstance(value, str) or not value or value in self._seen:
+            return None
+        if not _encodable(value):
+            return None
+        self._seen.add(value)
+        return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def sniff_values(path: Path, limit: int = 25) -> list[Any]:
+    """Up to ``limit`` parsed values from the start of a file, for detection."""
+    out: list[Any] = []
+    try:
+        for line in read_lines(path):
+            if line.error is None:
+                out.append(line.value)
+            if line.number >= limit * 4 or len(out) >= limit:
+                break
+    except OSError:
+        return []
+    return out

@@ -1,0 +1,671 @@
+"""Claude Code transcripts, and cersei's variant of them.
+
+Layout: ``<project>/<sessionId>.jsonl``; a subagent's lines in
+``<sessionId>/subagents/agent-*.jsonl``; cersei continues a long session in
+``<sessionId>_part2.jsonl``, ``_part3.jsonl``, … and soft-deletes with
+``{"type": "tombstone", "deleted_uuid": …}``. Cersei spells the links in snake_case
+(``parent_uuid``, ``session_id``); both spellings are read.
+
+What each line becomes (one record per line, in file order):
+
+- ``user`` / ``assistant`` lines whose ``message`` converts: a ``message`` record.
+  ``tool_use`` blocks become ``toolCall`` blocks (``input`` → ``arguments``), base64
+  images become ``image`` blocks, text and thinking stay as they are, other blocks are
+  kept as they came. A user line holding one ``tool_result`` block becomes a
+  ``toolResult`` message. The payload keeps the line's ``uuid``/``parentUuid``, the API
+  response id as ``responseId`` and, under ``claudeCode``, the line without its
+  content (``line``), how the content was written (``content``: ``string``, ``blocks``
+  or ``toolResult``, with the ``tool_result`` block's other fields in ``block`` and its
+  inner form in ``inner``) and, past the first part file, ``part``. A line whose
+  conversion would not give the same line back is kept as an entry instead, so the
+  writer reproduces every line exactly.
+- An ``isCompactSummary`` user line (after a ``system`` ``compact_boundary``): a
+  ``compaction`` whose ``summary`` is the line's text and whose first kept record is
+  itself, so everything before it is superseded; ``tokensBefore`` is the boundary's
+  ``compactMetadata.preTokens``. The boundary line stays an entry.
+- A cersei ``tombstone`` whose target was read: a ``tombstone`` record (in any part,
+  for a target in any part); the line under ``claudeCode.line``.
+- Every other line (progress, file-history-snapshot, queue-operation, titles, system
+  lines, unknown types, JSON that is not an object): an ``entry`` record whose payload
+  is ``{"format": "claude-code", "line": …}``; a line that is not JSON keeps its text.
+
+**Split responses.** One API response is written as several lines that share
+``message.id``, each with the whole response's usage. Each line stays one message (the
+file is reproduced line by line) with ``responseId`` set; only the first line of a
+response carries ``usage``, so summing usage over messages counts each response once.
+The context must merge the parts: see :func:`sessiondb.formats.merge_split_responses`.
+
+**Branches.** Lines form a tree by ``parentUuid`` (``logicalParentUuid`` across a
+compact boundary; a line with no known parent hangs under the line before it). The
+context is the branch of the last line. Progress lines and parallel tool calls make
+side branches that are not rewinds: a message off that branch stays in the context
+when its nearest message ancestor does and it is a tool result of a call in the
+context or a part of a response in the context. Every other message off the branch
+(a rewind) is hidden by a tombstone appended after the file's records, marked
+``{"claudeCode": {"synthetic": true}}``; the writer leaves those out. No line is
+dropped.
+
+**Subagents** are child sessions with ``fork_seq`` 0 (they inherit nothing) and
+``metadata.claudeCode`` naming the parent session and the agent file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .. import jsoncodec
+from ..models import Record, SessionInfo, wire_message_error
+from .base import (
+    ImportedRecord,
+    ImportedSession,
+    Line,
+    SessionDetails,
+    UuidKeys,
+    bad_line,
+    dump_line,
+    entry_payload,
+    format_time,
+    own_entry_line,
+    parse_time,
+    raw_payload,
+    read_lines,
+    sniff_values,
+)
+
+NAME = "claude-code"
+KEY = "claudeCode"
+_PART = re.compile(r"^(?P<stem>.+)_part(?P<n>[0-9]+)$")
+_LINE_TYPES = frozenset(
+    (
+        "user",
+        "assistant",
+        "system",
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "summary",
+        "tombstone",
+        "attachment",
+        "custom-title",
+        "ai-title",
+    )
+)
+_WIRE_BLOCKS = frozenset(("text", "toolCall", "thinking", "image"))
+
+
+class ClaudeCodeFormat:
+    """Claude Code's ``<sessionId>.jsonl`` files (with subagents and cersei parts)."""
+
+    name = NAME
+
+    def sniff(self, path: Path) -> bool:
+        if not path.is_file() or path.suffix != ".jsonl":
+            return False
+        values = [v for v in sniff_values(path) if isinstance(v, dict)]
+        if not values or any("recordType" in v or v.get("type") == "session" for v in values):
+            return False
+        hits = [v for v in values if v.get("type") in _LINE_TYPES]
+        # noumen's lines say type "message"; Claude Code's never do.
+        return bool(hits) and not any(v.get("type") == "message" for v in values)
+
+    def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
+        stem, parts = session_parts(path)
+        main = _session(f"{NAME}:{stem}", parts, strict, {"file": stem})
+        yield main
+        agents = parts[0][1].parent / stem / "subagents"
+        if agents.is_dir():
+            for agent in sorted(agents.glob("agent-*.jsonl")):
+                meta = {"parentFile": stem, "agentFile": agent.name}
+                child = _session(f"{NAME}:{stem}/{agent.stem}", [(1, agent)], strict, meta)
+                child.parent_key = main.key
+                child.fork_seq = 0
+                yield child
+
+    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        cc = (info.metadata or {}).get(KEY) or {}
+        stem: str = cc["file"] if isinstance(cc.get("file"), str) else info.id
+        if isinstance(cc.get("agentFile"), str) and isinstance(cc.get("parentFile"), str):
+            first = out_dir / cc["parentFile"] / "subagents" / cc["agentFile"]
+        else:
+            first = out_dir / f"{stem}.jsonl"
+        writer = _Writer(first, stem, info)
+        try:
+            for record in records:
+                writer.record(record)
+        finally:
+            writer.close()
+        return writer.paths
+
+
+def session_parts(path: Path) -> tuple[str, list[tuple[int, Path]]]:
+    """The session stem of a main or part file, and its files as ``(part, path)``."""
+    match = _PART.match(path.stem)
+    stem = match["stem"] if match else path.stem
+    base = path.with_name(f"{stem}.jsonl")
+    parts = [(1, base)] if base.is_file() or not match else []
+    for candidate in path.parent.glob(f"{glob_escape(stem)}_part*.jsonl"):
+        found = _PART.match(candidate.stem)
+        if found and found["stem"] == stem:
+            parts.append((int(found["n"]), candidate))
+    parts.sort()
+    return stem, parts
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with glob wildcards escaped."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Node:
+    """What the branch walk needs to know of one line with a uuid."""
+
+    parent: str | None
+    position: int
+    message: bool = False
+    tool_result: str | None = None
+    tool_calls: tuple[str, ...] = ()
+    response: str | None = None
+
+
+@dataclass
+class _Reader:
+    session: ImportedSession
+    strict: bool
+    keys: UuidKeys = field(default_factory=UuidKeys)
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)
+    responses: set[str] = field(default_factory=set)
+    tool_names: dict[str, str] = field(default_factory=dict)
+    pre_tokens: int | None = None
+    position: int = 0
+
+    def records(self, parts: list[tuple[int, Path]]) -> Iterator[ImportedRecord]:
+        for part, path in parts:
+            self.session.path = path
+            for line in read_lines(path):
+                yield self.record(line, part)
+                self.position += 1
+        self.session.path = parts[0][1] if parts else self.session.path
+        yield from self.off_branch()
+
+    def record(self, line: Line, part: int) -> ImportedRecord:
+        extra = {"part": part} if part > 1 else {}
+        if line.error is not None:
+            bad_line(self.session, line, line.error, self.strict)
+            return ImportedRecord("entry", raw_payload(NAME, line, **extra))
+        value = line.value
+        if not isinstance(value, dict):
+            bad_line(self.session, line, f"expected a JSON object, got {_kind(value)}", self.strict)
+            return ImportedRecord("entry", entry_payload(NAME, value, **extra))
+        at = parse_time(value.get("timestamp"))
+        if at is not None and self.session.details.created_at is None:
+            self.session.details.created_at = at
+        self.details(value)
+        kind = value.get("type")
+        raw_uuid = value.get("uuid")
+        parent = _parent(value)
+        record: ImportedRecord | None = None
+        if kind in ("user", "assistant"):
+            record = self.message(value, at, extra)
+        elif kind == "tombstone":
+            target = self.positions.get(value.get("deleted_uuid"))  # type: ignore[arg-type]
+            if target is not None:
+                payload = {KEY: {"line": value, **extra}}
+                record = ImportedRecord("tombstone", payload, created_at=at, target=target)
+        elif kind == "system" and value.get("subtype") == "compact_boundary":
+            meta = value.get("compactMetadata")
+            pre = meta.get("preTokens") if isinstance(meta, dict) else None
+            self.pre_tokens = pre if isinstance(pre, int) and not isinstance(pre, bool) else 0
+        if record is None:
+            uuid = self.keys.claim(raw_uuid)
+            record = ImportedRecord(
+                "entry",
+                entry_payload(NAME, value, **extra),
+                uuid=uuid,
+                parent_uuid=parent,
+                created_at=at,
+            )
+        self.remember(raw_uuid, parent, record)
+        return record
+
+    def details(self, value: dict[str, Any]) -> None:
+        details = self.session.details
+        meta = details.metadata.setdefault(KEY, {})
+        session_id = value.get("sessionId", value.get("session_id"))
+        if isinstance(session_id, str) and "sessionId" not in meta:
+            meta["sessionId"] = session_id
+        kind = value.get("type")
+        if kind == "custom-title" and isinstance(value.get("customTitle"), str):
+            details.name = value["customTitle"]
+        elif kind == "ai-title" and details.name is None and isinstance(value.get("aiTitle"), str):
+            details.name = value["aiTitle"]
+        elif kind == "assistant" and details.model is None:
+            message = value.get("message")
+            model = message.get("model") if isinstance(message, dict) else None
+            if isinstance(model, str) and not model.startswith("<"):
+                details.model = model
+
+    def message(
+        self, value: dict[str, Any], at: Any, extra: dict[str, Any]
+    ) -> ImportedRecord | None:
+        converted = _to_wire(value, self.tool_names)
+        if converted is None:
+            return None
+        payload, envelope = converted
+        envelope.update(extra)
+        uuid = self.keys.claim(value.get("uuid"))
+        parent = _parent(value)
+        if value.get("isCompactSummary") is True and envelope["content"] == "string":
+            compaction = {
+                "summary": payload["content"][0]["text"],
+                "tokensBefore": self.pre_tokens or 0,
+                KEY: envelope,
+            }
+            self.pre_tokens = None
+            return ImportedRecord(
+                "compaction",
+                compaction,
+                uuid=uuid,
+                parent_uuid=parent,
+                created_at=at,
+                first_kept=self.position,
+            )
+        response = payload.get("responseId")
+        if isinstance(response, str):
+            if response in self.responses:
+                payload.pop("usage", None)
+            self.responses.add(response)
+        payload[KEY] = envelope
+        if wire_message_error(payload) is not None or jsoncodec.has_surrogate_key(payload):
+            return None
+        for block in payload["content"]:
+            if block.get("type") == "toolCall":
+                self.tool_names[block["id"]] = block["name"]
+        return ImportedRecord("message", payload, uuid=uuid, parent_uuid=parent, created_at=at)
+
+    def remember(self, raw_uuid: Any, parent: str | None, record: ImportedRecord) -> None:
+        if not isinstance(raw_uuid, str) or raw_uuid in self.nodes:
+            return
+        self.positions[raw_uuid] = self.position
+        node = _Node(parent, self.position)
+        if record.kind == "message":
+            payload = record.payload
+            node.message = True
+            node.tool_result = payload.get("toolCallId")
+            node.tool_calls = tuple(
+                b["id"] for b in payload["content"] if b.get("type") == "toolCall"
+            )
+            node.response = payload.get("responseId")
+        self.nodes[raw_uuid] = node
+        self.order.append(raw_uuid)
+
+    def off_branch(self) -> Iterator[ImportedRecord]:
+        """Tombstones for the messages a rewind left off the last line's branch."""
+        if not self.order:
+            return
+        parent_of: dict[str, str | None] = {}
+        previous: str | None = None
+        for uuid in self.order:
+            parent = self.nodes[uuid].parent
+            parent_of[uuid] = parent if parent in self.nodes and parent != uuid else previous
+            previous = uuid
+        on_branch: set[str] = set()
+        cursor: str | None = self.order[-1]
+        while cursor is not None and cursor not in on_branch:
+            on_branch.add(cursor)
+            cursor = parent_of[cursor]
+        messages = [u for u in self.order if self.nodes[u].message]
+        if all(u in on_branch for u in messages):
+            return
+        active = {u for u in messages if u in on_branch}
+        calls = {c for u in active for c in self.nodes[u].tool_calls}
+        responses = {self.nodes[u].response for u in active} - {None}
+        nearest: dict[str, str | None] = {}
+        for uuid in self.order:
+            parent = parent_of[uuid]
+            if parent is None or parent not in self.nodes:
+                nearest[uuid] = None
+            elif self.nodes[parent].message:
+                nearest[uuid] = parent
+            else:
+                nearest[uuid] = nearest.get(parent)
+        hidden: list[int] = []
+        for uuid in messages:
+            if uuid in active:
+                continue
+            node = self.nodes[uuid]
+            anchor = nearest.get(uuid)
+            answers = node.tool_result in calls
+            continues = node.response is not None and node.response in responses
+            kept = anchor in active and (answers or continues)
+            if kept:
+                active.add(uuid)
+                calls.update(node.tool_calls)
+            else:
+                hidden.append(node.position)
+        for position in hidden:
+            yield ImportedRecord(
+                "tombstone",
+                {"reason": "off the active branch (rewind)", KEY: {"synthetic": True}},
+                target=position,
+            )
+
+
+def _session(
+    key: str, parts: list[tuple[int, Path]], strict: bool, meta: dict[str, Any]
+) -> ImportedSession:
+    session = ImportedSession(
+        key=key,
+        format=NAME,
+        path=parts[0][1],
+        records=iter(()),
+        details=SessionDetails(metadata={KEY: dict(meta)}),
+    )
+    session.records = _Reader(session, strict).records(parts)
+    return session
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _parent(value: dict[str, Any]) -> str | None:
+    parent = value.get("parentUuid", value.get("parent_uuid"))
+    if parent is None:
+        parent = value.get("logicalParentUuid")
+    return parent if isinstance(parent, str) else None
+
+
+# -- content conversion ----------------------------------------------------------------
+
+
+def _to_wire(
+    value: dict[str, Any], tool_names: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(payload, envelope)`` of a user/assistant line, or ``None`` if it cannot be
+    turned into a message that writes the same line back."""
+    message = value.get("message")
+    role = value.get("type")
+    if not isinstance(message, dict) or message.get("role") != role or "content" not in message:
+        return None
+    content = message["content"]
+    bare = {k: v for k, v in message.items() if k != "content"}
+    envelope: dict[str, Any] = {"line": {**value, "message": bare}}
+    payload: dict[str, Any] = {"role": role}
+    if isinstance(content, str):
+        envelope["content"] = "string"
+        payload["content"] = [{"type": "text", "text": content}]
+    elif not isinstance(content, list):
+        return None
+    elif (
+        role == "user"
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and content[0].get("type") == "tool_result"
+        and isinstance(content[0].get("tool_use_id"), str)
+    ):
+        block = content[0]
+        inner = block.get("content")
+        envelope["content"] = "toolResult"
+        envelope["block"] = {k: v for k, v in block.items() if k != "content"}
+        payload["role"] = "toolResult"
+        payload["toolCallId"] = block["tool_use_id"]
+        if block["tool_use_id"] in tool_names:
+            payload["toolName"] = tool_names[block["tool_use_id"]]
+        if isinstance(block.get("is_error"), bool):
+            payload["isError"] = block["is_error"]
+        if "content" not in block:
+            envelope["inner"] = "absent"
+            payload["content"] = []
+        elif isinstance(inner, str):
+            envelope["inner"] = "string"
+            payload["content"] = [{"type": "text", "text": inner}]
+        elif isinstance(inner, list):
+            blocks = _blocks_to_wire(inner)
+            if blocks is None:
+                return None
+            envelope["inner"] = "blocks"
+            payload["content"] = blocks
+        else:
+            return None
+    else:
+        blocks = _blocks_to_wire(content)
+        if blocks is None:
+            return None
+        envelope["content"] = "blocks"
+        payload["content"] = blocks
+    for name in ("uuid", "parentUuid"):
+        link = value.get(name, value.get("parent_uuid") if name == "parentUuid" else None)
+        if isinstance(link, str):
+            payload[name] = link
+    if role == "assistant":
+        if isinstance(message.get("id"), str):
+            payload["responseId"] = message["id"]
+        usage = _usage(message.get("usage"))
+        if usage is not None:
+            payload["usage"] = usage
+    if _line_of(payload, envelope) != value:
+        return None
+    return payload, envelope
+
+
+def _blocks_to_wire(blocks: list[Any]) -> list[dict[str, Any]] | None:
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            return None
+        kind = block.get("type")
+        if kind == "tool_use":
+            if (
+                isinstance(block.get("id"), str)
+                and isinstance(block.get("name"), str)
+                and isinstance(block.get("input"), dict)
+                and "arguments" not in block
+            ):
+                rest = {k: v for k, v in block.items() if k not in ("type", "input")}
+                out.append({"type": "toolCall", **rest, "arguments": block["input"]})
+                continue
+            return None
+        if kind == "image":
+            source = block.get("source")
+            if (
+                isinstance(source, dict)
+                and set(source) == {"type", "media_type", "data"}
+                and source["type"] == "base64"
+                and isinstance(source["media_type"], str)
+                and isinstance(source["data"], str)
+                and "data" not in block
+                and "mimeType" not in block
+            ):
+                rest = {k: v for k, v in block.items() if k != "source"}
+                out.append({**rest, "data": source["data"], "mimeType": source["media_type"]})
+                continue
+            return None
+        if kind in _WIRE_BLOCKS and kind not in ("text", "thinking"):
+            return None
+        out.append(block)
+    return out
+
+
+def _blocks_from_wire(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "toolCall":
+            rest = {k: v for k, v in block.items() if k not in ("type", "arguments")}
+            out.append({"type": "tool_use", **rest, "input": block.get("arguments", {})})
+        elif kind == "image" and "data" in block and "mimeType" in block:
+            rest = {k: v for k, v in block.items() if k not in ("data", "mimeType")}
+            source = {"type": "base64", "media_type": block["mimeType"], "data": block["data"]}
+            out.append({**rest, "source": source})
+        else:
+            out.append(block)
+    return out
+
+
+def _usage(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    names = {
+        "input": "input_tokens",
+        "output": "output_tokens",
+        "cacheRead": "cache_read_input_tokens",
+        "cacheWrite": "cache_creation_input_tokens",
+    }
+    usage: dict[str, Any] = {}
+    for wire, cc in names.items():
+        count = value.get(cc, 0)
+        if not isinstance(count, int) or isinstance(count, bool):
+            return None
+        usage[wire] = count
+    return usage
+
+
+def _line_of(payload: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
+    """The Claude Code line a converted message came from."""
+    line = dict(envelope["line"])
+    message = dict(line.get("message") or {})
+    content = payload.get("content") or []
+    form = envelope.get("content")
+    if form == "string":
+        message["content"] = content[0]["text"] if content else ""
+    elif form == "toolResult":
+        block = dict(envelope.get("block") or {})
+        inner = envelope.get("inner")
+        if inner == "string":
+            block["content"] = content[0]["text"] if content else ""
+        elif inner == "blocks":
+            block["content"] = _blocks_from_wire(content)
+        message["content"] = [block]
+    else:
+        message["content"] = _blocks_from_wire(content)
+    line["message"] = message
+    return line
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+class _Writer:
+    """Writes records into the main file and its part files, opened as needed."""
+
+    def __init__(self, first: Path, stem: str, info: SessionInfo) -> None:
+        self.first = first
+        self.stem = stem
+        self.info = info
+        self.files: dict[int, IO[bytes]] = {}
+        self.paths: list[Path] = []
+        self.uuids: dict[int, str] = {}
+        self.last_uuid: str | None = None
+
+    def out(self, part: Any) -> IO[bytes]:
+        number = part if isinstance(part, int) and part > 1 else 1
+        if number not in self.files:
+            path = self.first
+            if number > 1:
+                path = self.first.with_name(f"{self.stem}_part{number}.jsonl")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.files[number] = path.open("wb")
+            self.paths.append(path)
+        return self.files[number]
+
+    def close(self) -> None:
+        if not self.files:
+            self.out(1)  # an empty session is an empty file
+        for stream in self.files.values():
+            stream.close()
+
+    def emit(self, line: Any, part: Any = 1) -> None:
+        self.out(part).write(dump_line(line))
+        if isinstance(line, dict) and isinstance(line.get("uuid"), str):
+            self.last_uuid = line["uuid"]
+
+    def record(self, record: Record) -> None:
+        if record.uuid is not None:
+            self.uuids[record.seq] = record.uuid
+        if record.kind == "message":
+            assert record.message is not None
+            payload = record.message.to_wire()
+            envelope = payload.get(KEY)
+            if isinstance(envelope, dict) and "line" in envelope:
+                self.emit(_line_of(payload, envelope), envelope.get("part"))
+            else:
+                self.emit(self.synthesized(record, payload))
+        elif record.kind == "compaction":
+            assert record.compaction is not None
+            payload = record.compaction.to_wire()
+            envelope = payload.get(KEY)
+            if isinstance(envelope, dict) and "line" in envelope:
+                text = {"content": [{"type": "text", "text": record.compaction.summary}]}
+                self.emit(_line_of(text, envelope), envelope.get("part"))
+            else:
+                self.compaction(record)
+        elif record.kind == "tombstone":
+            assert record.tombstone is not None
+            envelope = record.tombstone.to_wire().get(KEY)
+            if isinstance(envelope, dict):
+                if "line" in envelope:
+                    self.emit(envelope["line"], envelope.get("part"))
+            elif record.tombstone.target_seq in self.uuids:
+                target = self.uuids[record.tombstone.target_seq]
+                at = format_time(record.created_at)
+                self.emit({"type": "tombstone", "deleted_uuid": target, "timestamp": at})
+        else:
+            own, line = own_entry_line(NAME, record.entry)
+            if own:
+                part = (record.entry or {}).get("part")
+                self.emit(line, part)
+
+    def base(self, record: Record, kind: str, uuid: str | None) -> dict[str, Any]:
+        line = {
+            "parentUuid": self.last_uuid,
+            "isSidechain": False,
+            "type": kind,
+            "sessionId": self.stem,
+            "timestamp": format_time(record.created_at),
+            "uuid": uuid or record.uuid or f"{self.info.id}-{record.seq}",
+        }
+        return line
+
+    def synthesized(self, record: Record, payload: dict[str, Any]) -> dict[str, Any]:
+        """A Claude Code line for a message that did not come from Claude Code."""
+        role = payload["role"]
+        blocks = _blocks_from_wire(payload.get("content") or [])
+        kind = "assistant" if role == "assistant" else "user"
+        line = self.base(record, kind, payload.get("uuid"))
+        if role == "toolResult":
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": payload.get("toolCallId"),
+                "content": blocks,
+            }
+            if payload.get("isError") is not None:
+                result["is_error"] = payload["isError"]
+            line["message"] = {"role": "user", "content": [result]}
+        else:
+            line["message"] = {"role": role, "content": blocks}
+        return line
+
+    def compaction(self, record: Record) -> None:
+        assert record.compaction is not None
+        boundary = self.base(record, "system", f"{self.info.id}-{record.seq}-boundary")
+        boundary.update(
+            subtype="compact_boundary",
+            content="Conversation compacted",
+            compactMetadata={"trigger": "auto", "preTokens": record.compaction.tokens_before},
+        )
+        boundary["logicalParentUuid"], boundary["parentUuid"] = boundary["parentUuid"], None
+        self.emit(boundary)
+        summary = self.base(record, "user", None)
+        summary["isCompactSummary"] = True
+        summary["message"] = {"role": "user", "content": record.compaction.summary}
+        self.emit(summary)

@@ -1,0 +1,254 @@
+"""The spec's own format (§7.1–§7.3): ``{id}/session.jsonl`` and ``{id}/metadata.json``.
+
+Lossless for everything sessiondb stores. Each line carries ``recordType``,
+``schemaVersion`` (1), ``seq`` and ``timestamp``:
+
+- ``message``: the message's wire object, flattened into the line as in §7.2
+  (``role``, ``content`` as blocks, ``toolCallId``, …, and every extra key).
+- ``compaction``: ``summary``, ``firstKeptSeq``, ``tokensBefore``, ``readFiles``,
+  ``modifiedFiles`` and extras, flattened.
+- ``tombstone`` (not in the spec): ``targetSeq``, ``reason`` and extras, flattened.
+- ``entry`` (not in the spec): a non-context record; its object under ``entry``.
+
+A payload holding one of the line's own keys is written nested instead, under the
+record type's name (``{"recordType": "message", …, "message": {…}}``). The record's
+key is ``recordUuid`` when it differs from a message's own ``uuid`` (always, for the
+other kinds). ``metadata.json`` holds the §7.3 fields plus ``namespace``, ``metadata``,
+and for a fork ``parentId`` and ``forkSeq``. A fork's file holds its own records only;
+its inherited ones live in its parent's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImportFormatError
+from ..models import Record, SessionInfo, wire_message_error
+from .base import (
+    ImportedRecord,
+    ImportedSession,
+    Line,
+    RawText,
+    SessionDetails,
+    bad_line,
+    dump_line,
+    format_time,
+    own_entry_line,
+    parse_time,
+    raw_payload,
+    read_lines,
+    sniff_values,
+)
+
+NAME = "native"
+SESSION_FILE = "session.jsonl"
+METADATA_FILE = "metadata.json"
+SCHEMA_VERSION = 1
+_ENVELOPE = ("recordType", "schemaVersion", "seq", "timestamp", "recordUuid")
+_KINDS = ("message", "compaction", "tombstone", "entry")
+_RESERVED = frozenset(_ENVELOPE + _KINDS)
+
+
+class NativeFormat:
+    """The spec's session directory."""
+
+    name = NAME
+
+    def sniff(self, path: Path) -> bool:
+        if path.is_dir():
+            return (path / SESSION_FILE).is_file() and (path / METADATA_FILE).is_file()
+        if path.name != SESSION_FILE:
+            return False
+        values = sniff_values(path, limit=3)
+        return bool(values) and all(isinstance(v, dict) and "recordType" in v for v in values)
+
+    def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
+        folder = path if path.is_dir() else path.parent
+        yield _read_session(folder, strict)
+
+    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        folder = out_dir / info.id
+        folder.mkdir(parents=True, exist_ok=True)
+        session_path = folder / SESSION_FILE
+        with session_path.open("wb") as out:
+            for record in records:
+                if record.session_id != info.id:
+                    continue
+                own, raw = own_entry_line(NAME, record.entry)
+                # A line that was not JSON goes back as it came, so it stays a bad line.
+                line = raw if own and isinstance(raw, RawText) else record_line(record)
+                out.write(dump_line(line))
+        metadata_path = folder / METADATA_FILE
+        _write_atomic(metadata_path, metadata(info))
+        return [session_path, metadata_path]
+
+
+def record_line(record: Record) -> dict[str, Any]:
+    """The ``session.jsonl`` line of one stored record."""
+    line: dict[str, Any] = {
+        "recordType": record.kind,
+        "schemaVersion": SCHEMA_VERSION,
+        "seq": record.seq,
+        "timestamp": format_time(record.created_at),
+    }
+    if record.kind == "message":
+        assert record.message is not None
+        payload = record.message.to_wire()
+        if record.uuid != payload.get("uuid"):
+            line["recordUuid"] = record.uuid
+    else:
+        if record.uuid is not None:
+            line["recordUuid"] = record.uuid
+        if record.kind == "compaction":
+            assert record.compaction is not None
+            payload = record.compaction.to_wire()
+        elif record.kind == "tombstone":
+            assert record.tombstone is not None
+            payload = record.tombstone.to_wire()
+        else:
+            line["entry"] = record.entry or {}
+            return line
+    if _RESERVED.isdisjoint(payload):
+        line.update(payload)
+    else:
+        line[record.kind] = payload
+    return line
+
+
+def metadata(info: SessionInfo) -> dict[str, Any]:
+    """The ``metadata.json`` object of a session (§7.3 plus sessiondb's fields)."""
+    data: dict[str, Any] = {
+        "id": info.id,
+        "namespace": info.namespace,
+        "createdAt": format_time(info.created_at),
+        "lastMessageAt": format_time(info.last_message_at) if info.last_message_at else None,
+        "model": info.model,
+        "messageCount": info.message_count,
+        "source": info.source,
+        "metrics": info.metrics.model_dump(mode="json", by_alias=True),
+    }
+    optional = {
+        "name": info.name,
+        "cronJobId": info.cron_job_id,
+        "systemPromptOverride": info.system_prompt_override,
+        "metadata": info.metadata,
+        "parentId": info.parent_id,
+        "forkSeq": info.fork_seq,
+    }
+    data.update({k: v for k, v in optional.items() if v is not None})
+    return data
+
+
+def _write_atomic(path: Path, value: dict[str, Any]) -> None:
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_bytes(dump_line(value))
+    os.replace(temp, path)
+
+
+def _read_session(folder: Path, strict: bool) -> ImportedSession:
+    meta_path = folder / METADATA_FILE
+    try:
+        meta = json.loads(meta_path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ImportFormatError(str(meta_path), 1, f"cannot read metadata: {exc}") from exc
+    if not isinstance(meta, dict) or not isinstance(meta.get("id"), str):
+        raise ImportFormatError(str(meta_path), 1, "metadata needs a string 'id'")
+    parent = meta.get("parentId")
+    fork_seq = meta.get("forkSeq") if isinstance(parent, str) else None
+    if fork_seq is not None and (not isinstance(fork_seq, int) or fork_seq < 0):
+        raise ImportFormatError(str(meta_path), 1, "forkSeq must be a non-negative integer")
+    source = meta.get("source")
+    session = ImportedSession(
+        key=f"{NAME}:{meta['id']}",
+        format=NAME,
+        path=folder,
+        records=iter(()),
+        parent_key=f"{NAME}:{parent}" if isinstance(parent, str) else None,
+        fork_seq=fork_seq,
+        details=SessionDetails(
+            name=_str(meta.get("name")),
+            model=_str(meta.get("model")),
+            created_at=parse_time(meta.get("createdAt")),
+            source="cron" if source == "cron" else "interactive",
+            cron_job_id=_str(meta.get("cronJobId")),
+            system_prompt_override=_str(meta.get("systemPromptOverride")),
+            metadata=meta["metadata"] if isinstance(meta.get("metadata"), dict) else {},
+        ),
+    )
+    session.records = _records(session, folder / SESSION_FILE, fork_seq or 0, strict)
+    return session
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _records(
+    session: ImportedSession, path: Path, base: int, strict: bool
+) -> Iterator[ImportedRecord]:
+    session.path = path
+    for position, line in enumerate(read_lines(path)):
+        record = _record(line, base, position)
+        if isinstance(record, str):
+            bad_line(session, line, record, strict)
+            record = ImportedRecord("entry", raw_payload(NAME, line), created_at=None)
+        yield record
+
+
+def _record(line: Line, base: int, position: int) -> ImportedRecord | str:
+    """The record of one line, or why the line is bad."""
+    if line.error is not None:
+        return line.error
+    value = line.value
+    if not isinstance(value, dict):
+        return f"expected a JSON object, got {type(value).__name__}"
+    kind = value.get("recordType")
+    if kind not in _KINDS:
+        return f"unknown recordType {kind!r}"
+    if value.get("seq") != base + position + 1:
+        return f"seq {value.get('seq')!r} out of order (expected {base + position + 1})"
+    at = parse_time(value.get("timestamp"))
+    if kind == "entry":
+        payload = value.get("entry")
+    elif isinstance(value.get(kind), dict):
+        payload = value[kind]
+    else:
+        payload = {k: v for k, v in value.items() if k not in _ENVELOPE}
+    if not isinstance(payload, dict):
+        return f"{kind} record needs an object"
+    record_uuid = value.get("recordUuid", payload.get("uuid") if kind == "message" else None)
+    if record_uuid is not None and not isinstance(record_uuid, str):
+        return "recordUuid must be a string"
+    if kind == "message":
+        error = wire_message_error(payload)
+        if error is not None:
+            return error
+        parent = payload.get("parentUuid")
+        return ImportedRecord(
+            "message",
+            payload,
+            uuid=record_uuid,
+            parent_uuid=parent if isinstance(parent, str) else None,
+            created_at=at,
+        )
+    if kind == "compaction":
+        first = payload.pop("firstKeptSeq", None)
+        if not isinstance(first, int) or isinstance(first, bool):
+            return "compaction needs an integer firstKeptSeq"
+        if not isinstance(payload.get("summary"), str):
+            return "compaction needs a string summary"
+        return ImportedRecord(
+            "compaction", payload, uuid=record_uuid, created_at=at, first_kept=first - base - 1
+        )
+    if kind == "tombstone":
+        target = payload.pop("targetSeq", None)
+        if not isinstance(target, int) or isinstance(target, bool) or target > base + position:
+            return "tombstone needs an integer targetSeq before it"
+        return ImportedRecord(
+            "tombstone", payload, uuid=record_uuid, created_at=at, target=target - base - 1
+        )
+    return ImportedRecord("entry", payload, uuid=record_uuid, created_at=at)

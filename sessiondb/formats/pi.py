@@ -1,0 +1,281 @@
+"""pi session files, versions 1 to 3: a ``session`` header line, then one entry a line.
+
+Version 1 has no ids; version 2 and later link entries into a tree by ``id`` and
+``parentId``, and the context is the branch of the last entry. What each line becomes:
+
+- the header: no record; it is kept whole in the session's ``metadata.pi.header``
+  (the model comes from its ``modelId``).
+- ``message`` entries whose ``message`` is a wire-shape message (pi's shape is the one
+  sessiondb's wire format follows): a ``message`` record whose payload is the message
+  (a string ``content`` becomes one text block), with the line minus its ``message``
+  under ``pi.line`` and ``pi.content: "string"`` when the content was a string.
+- ``compaction`` entries: a ``compaction`` whose first kept record is the one named by
+  ``firstKeptEntryId`` or, in version 1, by ``firstKeptEntryIndex`` (which counts the
+  header line, so index ``k`` is record position ``k - 1``); the line minus its
+  ``summary`` under ``pi.line``.
+- everything else (model and thinking-level changes, labels, custom entries, messages
+  of roles sessiondb does not model, unknown types): an ``entry`` record,
+  ``{"format": "pi", "line": …}``.
+
+A message off the last entry's branch (version 2 and later) is hidden by a tombstone
+appended after the file's records and marked ``{"pi": {"synthetic": true}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import jsoncodec
+from ..models import Record, SessionInfo, wire_message_error
+from .base import (
+    ImportedRecord,
+    ImportedSession,
+    Line,
+    UuidKeys,
+    bad_line,
+    dump_line,
+    entry_payload,
+    format_time,
+    own_entry_line,
+    parse_time,
+    raw_payload,
+    read_lines,
+    sniff_values,
+)
+
+NAME = "pi"
+KEY = "pi"
+
+
+class PiFormat:
+    """pi's ``<timestamp>_<id>.jsonl`` session files."""
+
+    name = NAME
+
+    def sniff(self, path: Path) -> bool:
+        if not path.is_file() or path.suffix != ".jsonl":
+            return False
+        values = sniff_values(path, limit=2)
+        return (
+            bool(values)
+            and isinstance(values[0], dict)
+            and values[0].get("type") == "session"
+            and isinstance(values[0].get("id"), str)
+        )
+
+    def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
+        session = ImportedSession(
+            key=f"{NAME}:{path.stem}", format=NAME, path=path, records=iter(())
+        )
+        session.records = _Reader(session, strict).records(path)
+        # The key comes from the header; read it before handing the session out.
+        first = next(session.records, None)
+        session.records = _chain(first, session.records)
+        yield session
+
+    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        meta = ((info.metadata or {}).get(KEY) or {}) if info.metadata else {}
+        header = meta.get("header") if isinstance(meta, dict) else None
+        if not isinstance(header, dict):
+            header = {
+                "type": "session",
+                "version": 3,
+                "id": info.id,
+                "timestamp": format_time(info.created_at),
+            }
+        name: str = meta["file"] if isinstance(meta.get("file"), str) else f"{info.id}.jsonl"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / name
+        last_id: str | None = None
+        with path.open("wb") as out:
+            out.write(dump_line(header))
+            for record in records:
+                line = _line(record, last_id)
+                if line is not None:
+                    out.write(dump_line(line))
+                    if isinstance(line, dict) and isinstance(line.get("id"), str):
+                        last_id = line["id"]
+        return [path]
+
+
+def _chain(
+    first: ImportedRecord | None, rest: Iterator[ImportedRecord]
+) -> Iterator[ImportedRecord]:
+    if first is not None:
+        yield first
+        yield from rest
+
+
+@dataclass
+class _Reader:
+    session: ImportedSession
+    strict: bool
+    keys: UuidKeys = field(default_factory=UuidKeys)
+    version: int = 1
+    positions: dict[str, int] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    message_ids: list[tuple[str, int]] = field(default_factory=list)
+    last_id: str | None = None
+    position: int = 0
+
+    def records(self, path: Path) -> Iterator[ImportedRecord]:
+        header_seen = False
+        for line in read_lines(path):
+            if not header_seen:
+                header_seen = True
+                if isinstance(line.value, dict) and line.value.get("type") == "session":
+                    self.header(line.value)
+                    continue
+                bad_line(self.session, line, "the first line is not a session header", self.strict)
+            yield self.record(line)
+            self.position += 1
+        yield from self.off_branch()
+
+    def header(self, value: dict[str, Any]) -> None:
+        version = value.get("version", 1)
+        self.version = version if isinstance(version, int) else 1
+        if isinstance(value.get("id"), str):
+            self.session.key = f"{NAME}:{value['id']}"
+        details = self.session.details
+        details.created_at = parse_time(value.get("timestamp"))
+        details.model = value.get("modelId") if isinstance(value.get("modelId"), str) else None
+        details.metadata = {KEY: {"header": value, "file": self.session.path.name}}
+
+    def record(self, line: Line) -> ImportedRecord:
+        if line.error is not None:
+            bad_line(self.session, line, line.error, self.strict)
+            return ImportedRecord("entry", raw_payload(NAME, line))
+        value = line.value
+        if not isinstance(value, dict):
+            kind = type(value).__name__
+            bad_line(self.session, line, f"expected a JSON object, got {kind}", self.strict)
+            return ImportedRecord("entry", entry_payload(NAME, value))
+        at = parse_time(value.get("timestamp"))
+        entry_id = value.get("id") if isinstance(value.get("id"), str) else None
+        parent = value.get("parentId") if isinstance(value.get("parentId"), str) else None
+        record: ImportedRecord | None = None
+        if value.get("type") == "message":
+            record = self.message(value, at)
+        elif value.get("type") == "compaction":
+            record = self.compaction(value, at)
+        elif value.get("type") == "session_info" and isinstance(value.get("name"), str):
+            self.session.details.name = value["name"]
+        if value.get("type") == "model_change" and isinstance(value.get("modelId"), str):
+            self.session.details.model = self.session.details.model or value["modelId"]
+        if record is None:
+            record = ImportedRecord("entry", entry_payload(NAME, value), created_at=at)
+        uuid = self.keys.claim(entry_id)
+        record = ImportedRecord(
+            record.kind,
+            record.payload,
+            uuid=uuid,
+            parent_uuid=parent,
+            created_at=at,
+            first_kept=record.first_kept,
+        )
+        if entry_id is not None and entry_id not in self.positions:
+            self.positions[entry_id] = self.position
+            self.parents[entry_id] = parent
+            self.last_id = entry_id
+            if record.kind == "message":
+                self.message_ids.append((entry_id, self.position))
+        return record
+
+    def message(self, value: dict[str, Any], at: Any) -> ImportedRecord | None:
+        message = value.get("message")
+        if not isinstance(message, dict) or KEY in message:
+            return None
+        payload = dict(message)
+        envelope: dict[str, Any] = {"line": {k: v for k, v in value.items() if k != "message"}}
+        if isinstance(payload.get("content"), str):
+            payload["content"] = [{"type": "text", "text": payload["content"]}]
+            envelope["content"] = "string"
+        payload[KEY] = envelope
+        if wire_message_error(payload) is not None or jsoncodec.has_surrogate_key(payload):
+            return None
+        if _message_line(payload) != value:
+            return None
+        return ImportedRecord("message", payload, created_at=at)
+
+    def compaction(self, value: dict[str, Any], at: Any) -> ImportedRecord | None:
+        summary = value.get("summary")
+        if not isinstance(summary, str):
+            return None
+        first: int | None = None
+        if isinstance(value.get("firstKeptEntryId"), str):
+            first = self.positions.get(value["firstKeptEntryId"])
+        elif isinstance(value.get("firstKeptEntryIndex"), int):
+            index = value["firstKeptEntryIndex"]
+            first = index - 1 if 1 <= index <= self.position + 1 else None
+        if first is None:
+            return None
+        tokens = value.get("tokensBefore")
+        counted = isinstance(tokens, int) and not isinstance(tokens, bool)
+        payload = {
+            "summary": summary,
+            "tokensBefore": tokens if counted else 0,
+            KEY: {"line": {k: v for k, v in value.items() if k != "summary"}},
+        }
+        return ImportedRecord("compaction", payload, created_at=at, first_kept=first)
+
+    def off_branch(self) -> Iterator[ImportedRecord]:
+        if self.version < 2 or self.last_id is None:
+            return
+        branch: set[str] = set()
+        cursor: str | None = self.last_id
+        while cursor is not None and cursor not in branch:
+            branch.add(cursor)
+            cursor = self.parents.get(cursor)
+        for entry_id, position in self.message_ids:
+            if entry_id not in branch:
+                yield ImportedRecord(
+                    "tombstone",
+                    {"reason": "off the active branch", KEY: {"synthetic": True}},
+                    target=position,
+                )
+
+
+def _message_line(payload: dict[str, Any]) -> dict[str, Any]:
+    envelope = payload[KEY]
+    message = {k: v for k, v in payload.items() if k != KEY}
+    if envelope.get("content") == "string":
+        content = message.get("content") or []
+        message["content"] = content[0]["text"] if content else ""
+    return {**envelope["line"], "message": message}
+
+
+def _line(record: Record, last_id: str | None) -> Any:
+    """The pi line of one stored record, or ``None`` for what pi has no line for."""
+    if record.kind == "message":
+        assert record.message is not None
+        payload = record.message.to_wire()
+        if isinstance(payload.get(KEY), dict) and "line" in payload[KEY]:
+            return _message_line(payload)
+        return {
+            "type": "message",
+            "id": record.uuid or f"{record.session_id}-{record.seq}",
+            "parentId": last_id,
+            "timestamp": format_time(record.created_at),
+            "message": payload,
+        }
+    if record.kind == "compaction":
+        assert record.compaction is not None
+        payload = record.compaction.to_wire()
+        if isinstance(payload.get(KEY), dict) and "line" in payload[KEY]:
+            return {**payload[KEY]["line"], "summary": record.compaction.summary}
+        return {
+            "type": "compaction",
+            "id": record.uuid or f"{record.session_id}-{record.seq}",
+            "parentId": last_id,
+            "timestamp": format_time(record.created_at),
+            "summary": record.compaction.summary,
+            "firstKeptEntryId": None,
+            "tokensBefore": record.compaction.tokens_before,
+        }
+    if record.kind == "entry":
+        own, line = own_entry_line(NAME, record.entry)
+        return line if own else None
+    return None
