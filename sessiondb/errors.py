@@ -103,3 +103,11 @@ class MissingDependencyError(ConfigurationError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+class CompactionError(SessionDBError):
+    """Compaction failed; the session is unchanged."""
+
+
+class SummarizerError(CompactionError):
+    """The summarizer failed or returned no summary; the session is unchanged."""
