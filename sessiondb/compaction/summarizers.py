@@ -93,7 +93,7 @@ async def offline_summarizer(system: str, prompt: str, max_tokens: int) -> str:
     ]
     out: list[str] = []
     for heading, items in sections:
-        if out and not heading.startswith("###"):
+        if out and out[-1] != "## Progress":
             out.append("")
         out.append(heading)
         out.extend(items)
