@@ -448,3 +448,21 @@ def test_fuzz_settings_raise_only_invalid_input(kwargs: dict[str, Any]) -> None:
         assert isinstance(exc, InvalidInputError)
         return
     assert s.threshold > 0
+
+
+# -- pruning (planning only) -------------------------------------------------------------
+
+
+def test_pruning_spares_the_protected_tail_and_small_results() -> None:
+    from sessiondb.compaction import PRUNED_MARKER, plan_pruning
+
+    history = msgs(*tool_turn(1, 4000), *tool_turn(2, 4000), *tool_turn(3, 4000))
+    history[2 + 4] = msg(result("call_2", "ok"))  # turn 2's result is tiny
+    entries = list(enumerate(history, start=1))
+    big = estimate_message_tokens(history[2])
+    plan = plan_pruning(entries, protect_tokens=big + 30)
+    # turn 3's result is protected, turn 2's is smaller than the marker: only turn 1's.
+    assert plan.seqs == (3,)
+    assert plan.tokens_freed == big - math.ceil(len(PRUNED_MARKER) / 4)
+    assert plan_pruning(entries, protect_tokens=10**6).seqs == ()
+    assert plan_pruning(entries, protect_tokens=0).seqs == (3, 11)

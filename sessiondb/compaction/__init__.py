@@ -23,6 +23,7 @@ from .engine import (
 from .files import FileOps, extract_file_ops, format_file_ops, merge_file_ops
 from .plan import CompactionPlan, plan_compaction
 from .prompts import SYSTEM_PROMPT, build_prompt
+from .prune import PRUNED_MARKER, PrunePlan, plan_pruning
 from .serialize import serialize_messages
 from .settings import CompactionSettings, should_compact
 from .summarizers import Summarizer, offline_summarizer
@@ -35,6 +36,7 @@ from .tokens import (
 )
 
 __all__ = [
+    "PRUNED_MARKER",
     "SYSTEM_PROMPT",
     "AutoCompactOutcome",
     "CircuitBreaker",
@@ -46,6 +48,7 @@ __all__ = [
     "ContextTokens",
     "CutPoint",
     "FileOps",
+    "PrunePlan",
     "Summarizer",
     "Tokenizer",
     "breaker_for",
@@ -64,6 +67,7 @@ __all__ = [
     "offline_summarizer",
     "plan",
     "plan_compaction",
+    "plan_pruning",
     "read_context",
     "serialize_messages",
     "should_compact",
