@@ -7,7 +7,16 @@ async with SessionStore.open("sessions.db") as store:
     messages = await store.context(info.id)
 """
 
+from .compaction import (
+    CompactionEvent,
+    CompactionResult,
+    CompactionSettings,
+    Summarizer,
+    Tokenizer,
+    offline_summarizer,
+)
 from .errors import (
+    CompactionError,
     ConfigurationError,
     ConflictError,
     HasChildrenError,
@@ -20,6 +29,7 @@ from .errors import (
     SeqConflictError,
     SessionDBError,
     SessionNotFoundError,
+    SummarizerError,
 )
 from .models import (
     Compaction,
@@ -42,6 +52,10 @@ from .store import SessionStore
 
 __all__ = [
     "Compaction",
+    "CompactionError",
+    "CompactionEvent",
+    "CompactionResult",
+    "CompactionSettings",
     "ConfigurationError",
     "ConflictError",
     "ContentBlock",
@@ -64,9 +78,13 @@ __all__ = [
     "SessionNotFoundError",
     "SessionPage",
     "SessionStore",
+    "Summarizer",
+    "SummarizerError",
     "TextContent",
     "ThinkingContent",
+    "Tokenizer",
     "Tombstone",
     "ToolCallContent",
     "Usage",
+    "offline_summarizer",
 ]

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TextIO
 
+from . import compaction
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL
-from .errors import SessionDBError
+from .errors import ConfigurationError, SessionDBError
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
 from .store import SessionStore
 
@@ -64,6 +66,21 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("id")
     rm.add_argument("--cascade", action="store_true", help="also delete its forks")
     rm.set_defaults(handler=_rm)
+
+    compact = commands.add_parser(
+        "compact", help="summarise a session's older messages (offline summarizer by default)"
+    )
+    compact.add_argument("id")
+    compact.add_argument(
+        "--summarizer",
+        metavar="MODULE:CALLABLE",
+        help="an async callable (system, prompt, max_tokens) -> str (default: offline)",
+    )
+    compact.add_argument("--keep-recent-tokens", type=int, metavar="N")
+    compact.add_argument("--instructions", help="extra focus for the summary")
+    compact.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    compact.add_argument("--json", action="store_true", help="print JSON for scripts")
+    compact.set_defaults(handler=_compact)
     return parser
 
 
@@ -231,6 +248,73 @@ async def _rm(store: SessionStore, args: argparse.Namespace, out: TextIO) -> Non
     deleted = await store.delete_session(args.id, cascade=args.cascade)
     for session_id in deleted:
         print(f"deleted {session_id}", file=out)
+
+
+async def _compact(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    settings = compaction.CompactionSettings(
+        **(
+            {}
+            if args.keep_recent_tokens is None
+            else {"keep_recent_tokens": args.keep_recent_tokens}
+        )
+    )
+    if args.dry_run:
+        plan = await compaction.plan(store, args.id, settings)
+        data: dict[str, Any] = {"compacted": False, "dryRun": True}
+        if plan is not None:
+            data |= {
+                "firstKeptSeq": plan.first_kept_seq,
+                "tokensBefore": plan.tokens_before,
+                "summarizedTokens": plan.summarized_tokens,
+                "keptTokens": plan.kept_tokens,
+                "splitTurn": plan.split_turn,
+                "readFiles": list(plan.file_ops.read_files),
+                "modifiedFiles": list(plan.file_ops.modified_files),
+            }
+    else:
+        summarizer = _load_summarizer(args.summarizer)
+        result = await compaction.compact(store, args.id, summarizer, settings, args.instructions)
+        data = {
+            "compacted": result.compacted,
+            "reason": result.reason,
+            "firstKeptSeq": result.first_kept_seq,
+            "tokensBefore": result.tokens_before,
+            "tokensAfter": result.tokens_after,
+            "splitTurn": result.split_turn,
+            "readFiles": list(result.read_files),
+            "modifiedFiles": list(result.modified_files),
+        }
+    if args.json:
+        json.dump(data, out, indent=2)
+        out.write("\n")
+    elif "firstKeptSeq" not in data or data["firstKeptSeq"] is None:
+        print(f"session {args.id}: nothing to compact", file=out)
+    else:
+        verb = "would keep" if args.dry_run else "compacted; kept"
+        after = f" -> {data['tokensAfter']}" if "tokensAfter" in data else ""
+        print(
+            f"session {args.id}: {verb} messages from #{data['firstKeptSeq']}"
+            f"{' (split turn)' if data['splitTurn'] else ''}; tokens {data['tokensBefore']}{after}",
+            file=out,
+        )
+        for key, label in (("readFiles", "read"), ("modifiedFiles", "modified")):
+            for path in data[key]:
+                print(f"  {label}: {path}", file=out)
+
+
+def _load_summarizer(spec: str | None) -> Any:
+    if spec is None:
+        return compaction.offline_summarizer
+    module_name, _, attr = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split(".") if attr else []:
+            target = getattr(target, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(f"--summarizer {spec}: cannot load it ({exc})") from exc
+    if not attr or not callable(target):
+        raise ConfigurationError(f"--summarizer {spec}: expected MODULE:CALLABLE")
+    return target
 
 
 if __name__ == "__main__":

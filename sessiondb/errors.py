@@ -116,3 +116,11 @@ class DatabaseError(SessionDBError):
 
 class DatabaseUnavailableError(DatabaseError):
     """The database could not be reached, or the connection to it was lost."""
+
+
+class CompactionError(SessionDBError):
+    """Compaction failed; the session is unchanged."""
+
+
+class SummarizerError(CompactionError):
+    """The summarizer failed or returned no summary; the session is unchanged."""
