@@ -16,6 +16,17 @@ from . import jsoncodec
 from . import migrate as migrations
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
+from .compaction import engine as compaction
+from .compaction.engine import (
+    AutoCompactOutcome,
+    CircuitBreaker,
+    CompactionResult,
+    EventHook,
+)
+from .compaction.plan import CompactionPlan
+from .compaction.settings import CompactionSettings
+from .compaction.summarizers import Summarizer
+from .compaction.tokens import Tokenizer
 from .config import ConnectOptions, Settings
 from .errors import (
     ConflictError,
@@ -85,6 +96,7 @@ class SessionStore:
         self._backend = backend if backend is not None else open_backend(settings)
         self._flavour = self._backend.flavour
         self._named = _NamedSessions()
+        self._compaction_breaker = CircuitBreaker()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -661,6 +673,85 @@ class SessionStore:
             if not rows:
                 return []
             return await self._append_in(tx, session_id, rows, None, [])
+
+    # -- compaction (sessiondb.compaction does the work) ---------------------------
+
+    async def compact(
+        self,
+        session_id: str,
+        summarizer: Summarizer,
+        settings: CompactionSettings | None = None,
+        instructions: str | None = None,
+        *,
+        tokenizer: Tokenizer | None = None,
+        on_event: EventHook | None = None,
+    ) -> CompactionResult:
+        """Summarise the older part of the context and append a compaction overlay.
+
+        Reads the context, plans the cut (never between a tool call and its result),
+        calls ``await summarizer(system, prompt, max_tokens)`` with no transaction open,
+        then appends the overlay; messages appended meanwhile are kept. Nothing is written
+        when anything fails. See :func:`sessiondb.compaction.engine.compact`.
+
+        Raises:
+            SessionNotFoundError: no such session in this namespace.
+            SummarizerError: the summarizer raised or returned nothing.
+            ConflictError: another compaction or tombstone landed meanwhile.
+        """
+        return await compaction.compact(
+            self,
+            session_id,
+            summarizer,
+            settings,
+            instructions,
+            tokenizer=tokenizer,
+            on_event=on_event,
+        )
+
+    async def maybe_compact(
+        self,
+        session_id: str,
+        summarizer: Summarizer,
+        settings: CompactionSettings | None = None,
+        instructions: str | None = None,
+        *,
+        tokenizer: Tokenizer | None = None,
+        on_event: EventHook | None = None,
+    ) -> AutoCompactOutcome:
+        """Compact when ``context_tokens > context_window - reserve_tokens``; after three
+        failures in a row for a session, stop trying for it and say so (the outcome's
+        ``status`` is ``breaker-open``). See :func:`sessiondb.compaction.engine.maybe_compact`.
+        """
+        return await compaction.maybe_compact(
+            self,
+            session_id,
+            summarizer,
+            settings,
+            instructions,
+            tokenizer=tokenizer,
+            on_event=on_event,
+            breaker=self._compaction_breaker,
+        )
+
+    async def plan_compaction(
+        self,
+        session_id: str,
+        settings: CompactionSettings | None = None,
+        *,
+        tokenizer: Tokenizer | None = None,
+    ) -> CompactionPlan | None:
+        """What :meth:`compact` would do now (the dry run), or ``None`` if nothing."""
+        return await compaction.plan(self, session_id, settings, tokenizer=tokenizer)
+
+    async def context_tokens(self, session_id: str, *, tokenizer: Tokenizer | None = None) -> int:
+        """The context's size in tokens as the compaction trigger sees it: the last
+        assistant message's reported usage plus estimates for what came after, else the
+        estimate. Reads only the messages after that usage.
+
+        Raises:
+            SessionNotFoundError: no such session in this namespace.
+        """
+        return await compaction.context_tokens(self, session_id, tokenizer=tokenizer)
 
     # -- forks ------------------------------------------------------------------------
 

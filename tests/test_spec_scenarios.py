@@ -48,16 +48,9 @@ The conversation history before this point was compacted into the following summ
 TURNS_PENDING = (
     "S7.10 needs turns across processes (issue 11: store.turn); sessiondb has no turn API yet"
 )
-COMPACTION_PENDING = (
-    "S7.13–S7.18 need the compaction engine (issue 10: store.compact, CompactionSettings); "
-    "today only append_compaction, the overlay, exists"
-)
 # Strict: the day the API lands these pass, and CI fails until the marker goes.
 # raises=: failing for any other reason than the missing API is a real failure.
 needs_turns = pytest.mark.xfail(strict=True, raises=AttributeError, reason=TURNS_PENDING)
-needs_compaction = pytest.mark.xfail(
-    strict=True, raises=(ImportError, AttributeError), reason=COMPACTION_PENDING
-)
 
 
 async def sql(store: SessionStore, statement: str, **params: Any) -> list[Any]:
@@ -443,26 +436,26 @@ def file_tool(call_id: str, name: str, path: str) -> dict[str, Any]:
     }
 
 
-def long_tool_session() -> list[dict[str, Any]]:
-    """Turns of a user request, a file tool call and its (long) result."""
+def long_tool_session(tag: str = "c") -> list[dict[str, Any]]:
+    """Turns of a user request, a file tool call and its (long) result; call ids are
+    ``{tag}{i}``, so a second batch needs its own tag."""
     out: list[dict[str, Any]] = []
     for i, (tool, path) in enumerate(
         [("read", "a.py"), ("read", "b.py"), ("edit", "b.py"), ("write", "c.py")] * 3
     ):
         out.append(user(f"step {i} " + "u" * 400))
-        out.append(file_tool(f"c{i}", tool, path))
-        out.append(result(f"c{i}", "r" * 2000))
+        out.append(file_tool(f"{tag}{i}", tool, path))
+        out.append(result(f"{tag}{i}", "r" * 2000))
     return out
 
 
 async def compact(store: SessionStore, sid: str, summarizer: RecordingSummarizer) -> Any:
-    from sessiondb import CompactionSettings  # type: ignore[attr-defined]
+    from sessiondb import CompactionSettings
 
     settings = CompactionSettings(keep_recent_tokens=1500)
-    return await store.compact(sid, summarizer, settings)  # type: ignore[attr-defined]
+    return await store.compact(sid, summarizer, settings)
 
 
-@needs_compaction
 async def test_s7_13_compaction_never_cuts_between_a_tool_call_and_its_result(
     store: SessionStore,
 ) -> None:
@@ -479,7 +472,6 @@ async def test_s7_13_compaction_never_cuts_between_a_tool_call_and_its_result(
     assert all(m.tool_call_id in calls for m in context if m.role == "toolResult")
 
 
-@needs_compaction
 async def test_s7_14_the_summary_is_structured(store: SessionStore) -> None:
     summarizer = RecordingSummarizer()
     sid = await session_with(store, long_tool_session())
@@ -504,7 +496,6 @@ async def test_s7_14_the_summary_is_structured(store: SessionStore) -> None:
     assert overlay.compaction.summary.startswith("## Goal\ngoal 1")
 
 
-@needs_compaction
 async def test_s7_15_file_lists_are_cumulative(store: SessionStore) -> None:
     sid = await session_with(store, long_tool_session()[:6])  # reads a.py, b.py
     await store.append(sid, [user("pad " + "p" * 8000)] * 2)
@@ -520,7 +511,6 @@ async def test_s7_15_file_lists_are_cumulative(store: SessionStore) -> None:
     assert "a.py" in second.compaction.read_files
 
 
-@needs_compaction
 async def test_s7_16_a_file_read_and_modified_is_listed_as_modified(
     store: SessionStore,
 ) -> None:
@@ -534,21 +524,21 @@ async def test_s7_16_a_file_read_and_modified_is_listed_as_modified(
     assert "<modified-files>" in overlay.compaction.summary
 
 
-@needs_compaction
 async def test_s7_17_a_second_compaction_uses_the_update_prompt(store: SessionStore) -> None:
     summarizer = RecordingSummarizer()
     sid = await session_with(store, long_tool_session())
     await compact(store, sid, summarizer)
-    await store.append(sid, long_tool_session())
+    await store.append(sid, long_tool_session("d"))
     await compact(store, sid, summarizer)
 
-    (_, first_prompt), (_, second_prompt) = summarizer.prompts
+    # A cut inside a turn adds a call for the turn's prefix; the history calls are the rest.
+    history = [p for _, p in summarizer.prompts if "Rest of the Turn" not in p]
+    first_prompt, second_prompt = history
     assert "<previous-summary>" not in first_prompt
     assert "<previous-summary>" in second_prompt
     assert "summary 1" in second_prompt  # the first summary is handed back to be kept
 
 
-@needs_compaction
 async def test_s7_18_the_summarizer_sees_flat_text_not_json(store: SessionStore) -> None:
     summarizer = RecordingSummarizer()
     sid = await session_with(store, long_tool_session())
