@@ -1,0 +1,649 @@
+"""Session files in and out of the database: :func:`import_path`, :func:`export_session`
+and :func:`export_all`, over the readers and writers of :mod:`sessiondb.formats`.
+
+**Import** reads each file with its format, checks every record of a session (messages
+through :func:`sessiondb.models.wire_message`, overlays through their models) before
+anything of it is written, then writes whole sessions in batches of about
+``BATCH_RECORDS`` records, one transaction per batch, through the backend's bulk path
+(COPY on Postgres). A session that fails its checks is reported and not written; the
+other sessions go on. A batch the database refuses is written again one session per
+transaction, so one bad session never takes others with it.
+
+**Idempotency** needs no extra column. A session's id is a function of the store's
+namespace and the session's external key (``claude-code:<stem>``, ``pi:<id>``, …; see
+:class:`sessiondb.formats.ImportedSession`): the 128 bits of a ULID taken from
+SHA-256 of both. A re-import computes the same id, finds it stored and skips the
+session without reading its records. A native session keeps its own id (its records
+and its forks' ``parentId`` name it). The price: an imported session's id does not
+sort by its creation time. A file that grew since it was imported is still skipped
+whole; appending the new tail is not done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from sqlalchemy import Select, select
+from ulid import ULID
+
+from . import jsoncodec
+from . import statements as q
+from .backends import IntegrityViolation
+from .errors import InvalidInputError, InvalidSessionIdError, SessionDBError
+from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
+from .formats import _candidates as format_candidates
+from .ids import check_session_id
+from .models import Compaction, Tombstone, wire_message
+from .rows import HeadDelta, NewRecord
+from .tables import records, sessions
+from .validation import column_text, to_json
+
+if TYPE_CHECKING:
+    from .store import SessionStore
+
+# Records per write transaction: large enough that COPY's per-call cost vanishes
+# (~1% at 20k rows), small enough that a batch's rows stay a few tens of MB.
+BATCH_RECORDS = 20_000
+BATCH_CHARS = 64 * 1024 * 1024
+
+__all__ = [
+    "ImportFailure",
+    "ImportProgress",
+    "ImportReport",
+    "export_all",
+    "export_session",
+    "import_path",
+    "session_id_for",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportFailure:
+    """A file, or one session of it, that was not imported; nothing of it was written."""
+
+    path: Path
+    reason: str
+    key: str | None = None
+
+    def __str__(self) -> str:
+        # An ImportFormatError's message already starts with ``path:line``.
+        text = (
+            self.reason
+            if self.reason.startswith(f"{self.path}:")
+            else f"{self.path}: {self.reason}"
+        )
+        return text if self.key is None else f"{text} (session {self.key})"
+
+
+@dataclass
+class ImportReport:
+    """What :func:`import_path` did.
+
+    Attributes:
+        session_ids: every session the path produced or matched, a file's main session
+            before its children.
+        created: sessions written by this import.
+        skipped: sessions already stored (by an earlier import), left as they were.
+        records: records written.
+        files: session files and directories read.
+        bad_lines: lines that could not be read, kept as raw entries (``path:line``).
+        failures: files or sessions not imported, with the reason.
+    """
+
+    session_ids: list[str] = field(default_factory=list)
+    created: int = 0
+    skipped: int = 0
+    records: int = 0
+    files: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    failures: list[ImportFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every file was imported (bad lines kept as entries do not count)."""
+        return not self.failures
+
+
+@dataclass(frozen=True, slots=True)
+class ImportProgress:
+    """Where an import stands, after each file."""
+
+    path: Path
+    files_done: int
+    files_total: int
+    records: int
+    created: int
+    skipped: int
+    failed: int
+
+
+def session_id_for(namespace: str, key: str) -> str:
+    """The id an imported session with external ``key`` gets in ``namespace``.
+
+    A native key (``native:<id>``) with a valid id keeps that id; any other key gives a
+    ULID whose 128 bits are the first of SHA-256 over the namespace and the key.
+    """
+    if key.startswith("native:"):
+        try:
+            return check_session_id(key.removeprefix("native:"))
+        except InvalidSessionIdError:
+            pass
+    digest = hashlib.sha256(f"{namespace}\x00{key}".encode("utf-8", "surrogatepass")).digest()
+    return str(ULID.from_bytes(digest[:16]))
+
+
+async def import_path(
+    store: SessionStore,
+    path: str | Path,
+    format: str = "auto",
+    strict: bool = False,
+    progress: Callable[[ImportProgress], None] | None = None,
+) -> ImportReport:
+    """Import the sessions of a file, a session directory, or a tree mixing formats.
+
+    Each session is written whole or not at all, and a session already imported (by
+    its external key) is skipped, so running the import again adds nothing. A bad line
+    is kept as a raw entry and reported; a session whose records fail the checks is
+    reported in ``failures`` and not written, and the others are imported.
+
+    Args:
+        store: the store to write into (its namespace).
+        path: a file, a session directory or a directory tree.
+        format: a name of :data:`sessiondb.formats.FORMATS`, or ``"auto"`` to detect each
+            file's format (files no format claims are passed over).
+        strict: a bad line fails its file: nothing of that file is written.
+        progress: called after each file with an :class:`ImportProgress`.
+
+    Raises:
+        InvalidInputError: an unknown format, or ``path`` does not exist.
+        DatabaseError: the database failed (sessions already committed stay).
+    """
+    root = Path(path)
+    chosen = None if format == "auto" else get_format(format)
+    if not root.exists():
+        raise InvalidInputError(f"{root}: no such file or directory")
+    files = list(_files(root, chosen))
+    importer = _Importer(store, strict)
+    for done, (file, fmt) in enumerate(files, 1):
+        await importer.file(file, fmt)
+        if progress is not None:
+            r = importer.report
+            progress(
+                ImportProgress(
+                    file, done, len(files), r.records, r.created, r.skipped, len(r.failures)
+                )
+            )
+    await importer.finish()
+    importer.report.files = len(files)
+    return importer.report
+
+
+def _files(root: Path, chosen: Format | None) -> Iterator[tuple[Path, Format]]:
+    """The session files under ``root`` with their formats, as ``read_path`` picks them."""
+    for candidate in format_candidates(root):
+        fmt = chosen if chosen is not None else detect(candidate)
+        if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
+            yield candidate, fmt
+
+
+@dataclass
+class _Prepared:
+    """One session checked and turned into rows, ready to write."""
+
+    key: str
+    path: Path
+    session_row: tuple[Any, ...]
+    record_rows: list[tuple[Any, ...]]
+    chars: int
+    last_seq: int
+    parent_id: str | None
+
+
+class _Refused(Exception):
+    """A session fails its checks; the reason is the message."""
+
+
+class _Deferred(Exception):
+    """A session's parent is not stored yet; try again at the end."""
+
+
+@dataclass
+class _Importer:
+    store: SessionStore
+    strict: bool
+    report: ImportReport = field(default_factory=ImportReport)
+    # id -> (namespace, last_seq) of sessions known to be stored.
+    stored: dict[str, tuple[str, int]] = field(default_factory=dict)
+    batch: list[_Prepared] = field(default_factory=list)
+    batch_ids: set[str] = field(default_factory=set)
+    batch_size: int = 0
+    batch_chars: int = 0
+    deferred: list[tuple[Path, ImportedSession, str]] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str:
+        return self.store.namespace
+
+    async def file(self, path: Path, fmt: Format) -> None:
+        try:
+            found = list(fmt.read(path, strict=self.strict))
+        except (SessionDBError, OSError) as exc:
+            self.report.failures.append(ImportFailure(path, str(exc)))
+            return
+        ids = [session_id_for(self.namespace, s.key) for s in found]
+        parents = [session_id_for(self.namespace, s.parent_key) for s in found if s.parent_key]
+        await self._look_up(ids + parents)
+        ready: list[_Prepared] = []
+        matched: list[str] = []
+        local: set[str] = set()
+        for session, session_id in zip(found, ids, strict=True):
+            try:
+                prepared = await self._prepare(session, session_id, local)
+            except _Deferred:
+                self.deferred.append((path, session, session_id))
+                continue
+            except (_Refused, SessionDBError) as exc:
+                self.report.bad_lines.extend(session.bad_lines)
+                failure = ImportFailure(session.path, str(exc), session.key)
+                if self.strict:
+                    # The whole file fails: drop what of it was prepared.
+                    self.report.failures.append(ImportFailure(path, str(exc), session.key))
+                    return
+                self.report.failures.append(failure)
+                continue
+            self.report.bad_lines.extend(session.bad_lines)
+            matched.append(session_id)
+            if prepared is None:
+                self.report.skipped += 1
+            else:
+                ready.append(prepared)
+                local.add(session_id)
+        self.report.session_ids.extend(matched)
+        for prepared in ready:
+            await self._add(prepared)
+
+    async def finish(self) -> None:
+        await self._flush()
+        while self.deferred:
+            waiting, self.deferred = self.deferred, []
+            await self._look_up(
+                [
+                    session_id_for(self.namespace, s.parent_key)
+                    for _, s, _ in waiting
+                    if s.parent_key
+                ]
+            )
+            progressed = False
+            for path, session, session_id in waiting:
+                try:
+                    prepared = await self._prepare(session, session_id, set())
+                except _Deferred:
+                    self.deferred.append((path, session, session_id))
+                    continue
+                except (_Refused, SessionDBError) as exc:
+                    self.report.failures.append(ImportFailure(session.path, str(exc), session.key))
+                    progressed = True
+                    continue
+                progressed = True
+                self.report.bad_lines.extend(session.bad_lines)
+                self.report.session_ids.append(session_id)
+                if prepared is None:
+                    self.report.skipped += 1
+                else:
+                    await self._add(prepared)
+            await self._flush()
+            if not progressed:
+                for _, session, _ in self.deferred:
+                    parent = session_id_for(self.namespace, session.parent_key or "")
+                    reason = f"its parent session {session.parent_key} ({parent}) is not stored"
+                    self.report.failures.append(ImportFailure(session.path, reason, session.key))
+                self.deferred = []
+
+    # -- checks -----------------------------------------------------------------------
+
+    async def _look_up(self, ids: list[str]) -> None:
+        wanted = sorted({i for i in ids if i not in self.stored})
+        if not wanted:
+            return
+        rows = await self.store._backend.fetch(existing_sessions(wanted, self.store._flavour))
+        for row in rows:
+            self.stored[row["id"]] = (row["namespace"], int(row["last_seq"]))
+
+    def _pending(self, session_id: str) -> bool:
+        return session_id in self.batch_ids
+
+    async def _prepare(
+        self, session: ImportedSession, session_id: str, local: set[str]
+    ) -> _Prepared | None:
+        """The session's rows, or ``None`` when it is stored already."""
+        if session_id in local or self._pending(session_id):
+            return None
+        found = self.stored.get(session_id)
+        if found is not None:
+            if found[0] != self.namespace:
+                raise _Refused(f"session id {session_id} is taken in namespace {found[0]!r}")
+            return None
+        parent_id = None
+        inherited = 0
+        if session.parent_key is not None:
+            parent_id = session_id_for(self.namespace, session.parent_key)
+            fork_seq = session.fork_seq or 0
+            if fork_seq == 0 and (parent_id in local or self._pending(parent_id)):
+                pass  # written in the same transaction, before the child
+            else:
+                if self._pending(parent_id):
+                    await self._flush()
+                parent = self.stored.get(parent_id)
+                if parent is None:
+                    raise _Deferred
+                if parent[0] != self.namespace:
+                    raise _Refused(f"parent session {parent_id} is in namespace {parent[0]!r}")
+                if fork_seq > parent[1]:
+                    raise _Refused(
+                        f"fork point {fork_seq} is beyond the head ({parent[1]}) of its parent "
+                        f"{parent_id}"
+                    )
+                if fork_seq:
+                    inherited = await self._count_messages(parent_id, fork_seq)
+        return _rows(session, session_id, self.namespace, parent_id, inherited)
+
+    async def _count_messages(self, session_id: str, upto: int) -> int:
+        backend = self.store._backend
+        total = 0
+        for lin in await backend.fetch(q.lineage_ids(session_id, self.namespace)):
+            limit = min(upto, int(lin["upto"]))
+            counted = await backend.fetch(q.count_messages(lin["id"], limit))
+            total += int(counted[0]["n"])
+        return total
+
+    # -- writes -----------------------------------------------------------------------
+
+    async def _add(self, prepared: _Prepared) -> None:
+        self.batch.append(prepared)
+        self.batch_ids.add(prepared.session_row[0])
+        self.batch_size += len(prepared.record_rows) + 1
+        self.batch_chars += prepared.chars
+        if self.batch_size >= BATCH_RECORDS or self.batch_chars >= BATCH_CHARS:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        batch, self.batch = self.batch, []
+        self.batch_ids = set()
+        self.batch_size = self.batch_chars = 0
+        if not batch:
+            return
+        try:
+            await self._write(batch)
+        except (IntegrityViolation, InvalidInputError):
+            if len(batch) == 1:
+                await self._write_one(batch[0])
+                return
+            # Another writer got there first, or the database refused a value: one
+            # session per transaction, so the others are still written.
+            for prepared in batch:
+                await self._write_one(prepared)
+            return
+        for prepared in batch:
+            self._written(prepared)
+
+    async def _write(self, batch: list[_Prepared]) -> None:
+        async with self.store._backend.transaction() as tx:
+            await tx.insert(sessions, [p.session_row for p in batch])
+            await tx.insert(records, [row for p in batch for row in p.record_rows])
+
+    async def _write_one(self, prepared: _Prepared) -> None:
+        session_id = prepared.session_row[0]
+        try:
+            await self._write([prepared])
+        except (IntegrityViolation, InvalidInputError) as exc:
+            self.stored.pop(session_id, None)
+            await self._look_up([session_id])
+            found = self.stored.get(session_id)
+            if found is not None and found[0] == self.namespace:
+                self.report.skipped += 1  # a concurrent import stored it
+                return
+            self._unlist(session_id)
+            reason = f"the database refused the session: {exc}"
+            parent = prepared.parent_id
+            if isinstance(exc, IntegrityViolation) and parent and parent not in self.stored:
+                reason = f"its parent session {prepared.parent_id} was not stored"
+            self.report.failures.append(ImportFailure(prepared.path, reason, prepared.key))
+            return
+        self._written(prepared)
+
+    def _written(self, prepared: _Prepared) -> None:
+        self.stored[prepared.session_row[0]] = (self.namespace, prepared.last_seq)
+        self.report.created += 1
+        self.report.records += len(prepared.record_rows)
+
+    def _unlist(self, session_id: str) -> None:
+        ids = self.report.session_ids
+        if session_id in ids:
+            ids.remove(session_id)
+
+
+# -- rows ---------------------------------------------------------------------------------
+
+
+def _rows(
+    session: ImportedSession, session_id: str, namespace: str, parent_id: str | None, inherited: int
+) -> _Prepared:
+    """Consume ``session``'s records and check each; its rows in table order.
+
+    Raises:
+        _Refused: a record or a session field cannot be stored.
+        ImportFormatError: with ``strict``, a bad line.
+    """
+    base = (session.fork_seq or 0) if parent_id is not None else 0
+    built: list[tuple[NewRecord, datetime | None]] = []
+    uuids: set[str] = set()
+    for index, record in enumerate(session.records):
+        seq = base + index + 1
+        where = f"record {index + 1} (seq {seq})"
+        try:
+            row = _record(record, seq, base, where)
+        except InvalidInputError as exc:
+            raise _Refused(str(exc)) from exc
+        if row.uuid is not None:
+            if row.uuid in uuids:
+                raise _Refused(f"{where}: uuid {row.uuid!r} appears twice in the session")
+            uuids.add(row.uuid)
+        built.append((row, record.created_at))
+    details = session.details
+    first = next((at for _, at in built if at is not None), None)
+    created_at = details.created_at or first or datetime.now(UTC)
+    last = created_at
+    last_message_at = created_at
+    rows: list[tuple[Any, ...]] = []
+    chars = 0
+    for seq, (row, at) in enumerate(built, start=base + 1):
+        last = at or last
+        if row.kind == "message":
+            last_message_at = max(last_message_at, last)
+        rows.append(row.values(session_id, seq, last))
+        chars += len(row.payload)
+    delta = HeadDelta.of([row for row, _ in built], name=details.name is None)
+    try:
+        if details.source == "interactive" and details.cron_job_id is not None:
+            raise InvalidInputError("cron_job_id is only for source='cron'")
+        values: dict[str, Any] = {
+            "id": session_id,
+            "namespace": namespace,
+            "name": column_text(details.name, "name") or delta.name,
+            "created_at": created_at,
+            "last_message_at": last_message_at,
+            "model": column_text(details.model, "model"),
+            "source": details.source,
+            "cron_job_id": column_text(details.cron_job_id, "cron_job_id"),
+            "system_prompt_override": column_text(
+                details.system_prompt_override, "system_prompt_override"
+            ),
+            "metadata_json": to_json(details.metadata, "metadata") if details.metadata else None,
+            "last_seq": base + len(rows),
+            "message_count": inherited + delta.messages,
+            "input_tokens": delta.tokens[0],
+            "output_tokens": delta.tokens[1],
+            "cache_read_tokens": delta.tokens[2],
+            "cache_write_tokens": delta.tokens[3],
+            "cost_total": delta.cost,
+            "parent_id": parent_id,
+            "fork_seq": base if parent_id is not None else None,
+        }
+    except InvalidInputError as exc:
+        raise _Refused(str(exc)) from exc
+    return _Prepared(
+        key=session.key,
+        path=session.path,
+        session_row=tuple(values[c] for c in q.SESSION_COLUMN_NAMES),
+        record_rows=rows,
+        chars=chars,
+        last_seq=base + len(rows),
+        parent_id=parent_id,
+    )
+
+
+def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecord:
+    """One record's row, checked as the store checks an append.
+
+    Raises:
+        InvalidInputError: the record cannot be stored or would not read back.
+    """
+    uuid = _column(record.uuid)
+    payload = record.payload
+    if not isinstance(payload, dict):
+        raise InvalidInputError(f"{where}: the payload must be an object")
+    if record.kind == "message":
+        wire = wire_message(payload, where)
+        text = to_json(wire, where)
+        if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
+            raise InvalidInputError(f"{where}: an object key holds a lone surrogate")
+        return NewRecord(
+            kind="message",
+            payload=text,
+            role=wire["role"],
+            uuid=uuid,
+            parent_uuid=_column(record.parent_uuid),
+            tool_call_id=_column(wire.get("toolCallId")),
+            wire=wire,
+        )
+    if record.kind == "compaction":
+        if record.first_kept is None:
+            raise InvalidInputError(f"{where}: a compaction needs its first kept record")
+        first_kept = base + record.first_kept + 1
+        if not 1 <= first_kept <= seq:
+            raise InvalidInputError(f"{where}: first kept seq {first_kept} is not in 1..{seq}")
+        wire = {**payload, "firstKeptSeq": first_kept}
+        _check(Compaction, wire, where)
+        return NewRecord(
+            kind="compaction",
+            payload=to_json(wire, where),
+            uuid=uuid,
+            parent_uuid=_column(record.parent_uuid),
+            first_kept_seq=first_kept,
+        )
+    if record.kind == "tombstone":
+        if record.target is None:
+            raise InvalidInputError(f"{where}: a tombstone needs its target")
+        target = base + record.target + 1
+        if not 1 <= target < seq:
+            raise InvalidInputError(f"{where}: target seq {target} is not in 1..{seq - 1}")
+        wire = {**payload, "targetSeq": target}
+        _check(Tombstone, wire, where)
+        return NewRecord(
+            kind="tombstone",
+            payload=to_json(wire, where),
+            uuid=uuid,
+            parent_uuid=_column(record.parent_uuid),
+            target_seq=target,
+        )
+    if record.kind != "entry":
+        raise InvalidInputError(f"{where}: unknown record kind {record.kind!r}")
+    return NewRecord(
+        kind="entry",
+        payload=to_json(payload, where),
+        uuid=uuid,
+        parent_uuid=_column(record.parent_uuid),
+    )
+
+
+def _check(model: type[Compaction] | type[Tombstone], wire: dict[str, Any], where: str) -> None:
+    try:
+        model.model_validate(wire)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field_name = ".".join(str(p) for p in first["loc"])
+        raise InvalidInputError(f"{where}: {field_name}: {first['msg']}") from exc
+
+
+def _column(value: Any) -> str | None:
+    """``value`` if a text column can hold it, else ``None`` (the payload keeps it)."""
+    try:
+        return column_text(value, "")
+    except InvalidInputError:
+        return None
+
+
+def existing_sessions(ids: list[str], flavour: str) -> q.Bound:
+    """``(id, namespace, last_seq)`` of the sessions among ``ids``, in any namespace."""
+    # TODO(lead): move to statements.py beside get_session.
+    return _existing_sessions(flavour), {"ids": q.list_param(ids, flavour)}
+
+
+@cache
+def _existing_sessions(flavour: str) -> Select[Any]:
+    s = sessions
+    return select(s.c.id, s.c.namespace, s.c.last_seq).where(q._in_list(s.c.id, "ids", flavour))
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+async def export_session(
+    store: SessionStore, session_id: str, out_dir: str | Path, format: str = "native"
+) -> list[Path]:
+    """Write one session as ``format``'s file(s) under ``out_dir``; the paths written.
+
+    Every record is written, tombstoned ones too (the formats keep them). A fork's
+    native file holds its own records; its parent's are exported with the parent.
+
+    Raises:
+        InvalidInputError: an unknown format.
+        SessionNotFoundError: no such session in this namespace.
+    """
+    fmt = get_format(format)
+    info = await store.get_session(session_id)
+    stored = await store.records(session_id, include_tombstoned=True)
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return await asyncio.to_thread(fmt.write, info, stored, folder)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write session {session_id} to {folder}: {exc}") from exc
+
+
+async def export_all(
+    store: SessionStore, out_dir: str | Path, format: str = "native"
+) -> dict[str, list[Path]]:
+    """Export every session of the store's namespace under ``out_dir``: id -> paths.
+
+    Raises:
+        InvalidInputError: an unknown format.
+    """
+    get_format(format)
+    written: dict[str, list[Path]] = {}
+    cursor: str | None = None
+    while True:
+        page = await store.list_sessions(limit=500, cursor=cursor)
+        for info in page.items:
+            written[info.id] = await export_session(store, info.id, out_dir, format)
+        if page.next_cursor is None:
+            return written
+        cursor = page.next_cursor
