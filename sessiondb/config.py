@@ -134,19 +134,20 @@ def check_namespace(namespace: object) -> str:
 
 
 def normalize_url(raw: str | URL) -> URL:
-    """Turn what a user types into an async SQLAlchemy URL.
+    """Turn what a user types into a SQLAlchemy URL naming the database.
 
-    A plain path or ``:memory:`` means SQLite; ``sqlite://`` and ``postgresql://`` get
-    their async drivers (aiosqlite, asyncpg).
+    A plain path or ``:memory:`` means SQLite (``sqlite://``: sessiondb uses the standard
+    library's sqlite3, whatever driver the URL names); ``postgresql://`` becomes
+    ``postgresql+asyncpg://``.
     """
     if isinstance(raw, str):
         text = raw.strip()
         if not text:
             raise ConfigurationError("empty database URL")
         if text == ":memory:":
-            return URL.create("sqlite+aiosqlite", database=":memory:")
+            return URL.create("sqlite", database=":memory:")
         if "://" not in text:
-            return URL.create("sqlite+aiosqlite", database=text)
+            return URL.create("sqlite", database=text)
         try:
             url = make_url(text)
         except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
@@ -160,9 +161,9 @@ def normalize_url(raw: str | URL) -> URL:
     if backend == "sqlite":
         if driver not in ("", "pysqlite", "aiosqlite"):
             raise ConfigurationError(
-                f"unsupported SQLite driver {driver!r}; use sqlite+aiosqlite://"
+                f"unsupported SQLite driver {driver!r}; use sqlite://"
             )
-        return url.set(drivername="sqlite+aiosqlite")
+        return url.set(drivername="sqlite")
     if backend == "postgresql":
         if driver not in ("", "psycopg", "psycopg2", "asyncpg"):
             raise ConfigurationError(

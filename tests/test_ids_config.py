@@ -154,15 +154,15 @@ async def test_unreachable_database_fails_with_a_sessiondb_error(
 @pytest.mark.parametrize(
     ("raw", "driver", "database"),
     [
-        ("sessions.db", "sqlite+aiosqlite", "sessions.db"),
-        ("/var/lib/app/sessions.sqlite3", "sqlite+aiosqlite", "/var/lib/app/sessions.sqlite3"),
-        ("  ./rel/x.db  ", "sqlite+aiosqlite", "./rel/x.db"),
-        (":memory:", "sqlite+aiosqlite", ":memory:"),
-        ("sqlite:///x.db", "sqlite+aiosqlite", "x.db"),
-        ("sqlite:////abs/x.db", "sqlite+aiosqlite", "/abs/x.db"),
-        ("sqlite+aiosqlite:///x.db", "sqlite+aiosqlite", "x.db"),
-        ("sqlite+pysqlite:///x.db", "sqlite+aiosqlite", "x.db"),
-        ("sqlite://", "sqlite+aiosqlite", None),
+        ("sessions.db", "sqlite", "sessions.db"),
+        ("/var/lib/app/sessions.sqlite3", "sqlite", "/var/lib/app/sessions.sqlite3"),
+        ("  ./rel/x.db  ", "sqlite", "./rel/x.db"),
+        (":memory:", "sqlite", ":memory:"),
+        ("sqlite:///x.db", "sqlite", "x.db"),
+        ("sqlite:////abs/x.db", "sqlite", "/abs/x.db"),
+        ("sqlite+aiosqlite:///x.db", "sqlite", "x.db"),
+        ("sqlite+pysqlite:///x.db", "sqlite", "x.db"),
+        ("sqlite://", "sqlite", None),
         ("postgresql://u:p@db.example:5433/app", "postgresql+asyncpg", "app"),
         ("postgresql+asyncpg://u@h/app", "postgresql+asyncpg", "app"),
         ("postgresql+psycopg://u@h/app", "postgresql+asyncpg", "app"),
@@ -190,7 +190,7 @@ def test_normalize_url_keeps_credentials_host_port_and_query() -> None:
 
 def test_normalize_url_takes_url_objects() -> None:
     assert normalize_url(make_url("postgresql://u@h/d")).drivername == "postgresql+asyncpg"
-    assert normalize_url(URL.create("sqlite", database="a.db")).drivername == "sqlite+aiosqlite"
+    assert normalize_url(URL.create("sqlite", database="a.db")).drivername == "sqlite"
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
     settings = Settings.from_env()
-    assert settings.url.drivername == "sqlite+aiosqlite"
+    assert settings.url.drivername == "sqlite"
     assert settings.url.database == DEFAULT_SQLITE_FILE
     assert settings.namespace == DEFAULT_NAMESPACE == "default"
     assert settings.is_sqlite and not settings.is_memory
