@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TextIO
 
-from . import compaction
+from . import compaction, transfer
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL
 from .errors import ConfigurationError, SessionDBError
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     compact.add_argument("--json", action="store_true", help="print JSON for scripts")
     compact.set_defaults(handler=_compact)
+    _add_transfer_commands(commands)
     return parser
 
 
@@ -315,6 +316,141 @@ def _load_summarizer(spec: str | None) -> Any:
     if not attr or not callable(target):
         raise ConfigurationError(f"--summarizer {spec}: expected MODULE:CALLABLE")
     return target
+
+
+# -- import / export ---------------------------------------------------------------------
+
+
+def _add_transfer_commands(commands: Any) -> None:
+    imp = commands.add_parser("import", help="import session files (formats detected)")
+    imp.add_argument("paths", nargs="+", metavar="PATH", help="files, session directories, trees")
+    imp.add_argument("--format", default="auto", help="auto (default), native, claude-code or pi")
+    imp.add_argument(
+        "--strict", action="store_true", help="a bad line fails its file (default: keep it)"
+    )
+    imp.set_defaults(handler=_import)
+
+    exp = commands.add_parser("export", help="write sessions as files")
+    which = exp.add_mutually_exclusive_group(required=True)
+    which.add_argument("ids", nargs="*", default=[], metavar="ID", help="sessions to export")
+    which.add_argument("--all", action="store_true", help="every session of the namespace")
+    exp.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
+    exp.add_argument("--format", default="native", help="native (default), claude-code or pi")
+    exp.set_defaults(handler=_export)
+
+
+async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    reports = []
+    for path in args.paths:
+        with _ImportProgress(path) as progress:
+            report = await transfer.import_path(
+                store, path, format=args.format, strict=args.strict, progress=progress
+            )
+        reports.append((path, report))
+    rows = [("PATH", "FILES", "CREATED", "SKIPPED", "RECORDS", "BAD LINES", "FAILED")]
+    for path, r in reports:
+        rows.append(
+            (
+                path,
+                str(r.files),
+                str(r.created),
+                str(r.skipped),
+                str(r.records),
+                str(len(r.bad_lines)),
+                str(len(r.failures)),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+    bad = [b for _, r in reports for b in r.bad_lines]
+    failures = [f for _, r in reports for f in r.failures]
+    for b in bad[:BAD_LINES_SHOWN]:
+        print(f"bad line (kept): {b}", file=out)
+    if len(bad) > BAD_LINES_SHOWN:
+        print(f"… and {len(bad) - BAD_LINES_SHOWN} more bad lines", file=out)
+    for f in failures:
+        print(f"failed: {f}", file=out)
+    total = [r for _, r in reports]
+    print(
+        f"created {sum(r.created for r in total)}, skipped {sum(r.skipped for r in total)}, "
+        f"records {sum(r.records for r in total)}, bad lines {len(bad)}, failed {len(failures)}",
+        file=out,
+    )
+    if failures:
+        raise SessionDBError(f"{len(failures)} file(s) or session(s) were not imported")
+
+
+BAD_LINES_SHOWN = 20
+
+
+class _ImportProgress:
+    """A rich progress bar on a terminal (when rich is installed), else plain lines on
+    stderr; called by ``import_path`` after each file."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._bar: Any = None
+        self._task: Any = None
+        if sys.stderr.isatty():
+            try:
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                    TimeRemainingColumn,
+                )
+            except ImportError:
+                return
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[records]} records ({task.fields[rate]}/s)"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                transient=True,
+            )
+
+    def __enter__(self) -> _ImportProgress:
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task(self._path, total=None, records=0, rate=0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def __call__(self, p: transfer.ImportProgress) -> None:
+        if self._bar is None:
+            print(
+                f"[{p.files_done}/{p.files_total}] {p.path}: {p.records} records, "
+                f"{p.created} created, {p.skipped} skipped, {p.failed} failed",
+                file=sys.stderr,
+            )
+            return
+        elapsed = self._bar.tasks[0].elapsed or 0.0
+        rate = int(p.records / elapsed) if elapsed > 0 else 0
+        self._bar.update(
+            self._task, completed=p.files_done, total=p.files_total, records=p.records, rate=rate
+        )
+
+
+async def _export(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    if args.all:
+        written = await transfer.export_all(store, args.out, format=args.format)
+    else:
+        written = {
+            sid: await transfer.export_session(store, sid, args.out, format=args.format)
+            for sid in args.ids
+        }
+    for sid, paths in written.items():
+        for path in paths:
+            print(f"{sid}  {path}", file=out)
+    print(f"exported {len(written)} session(s) to {args.out}", file=out)
 
 
 if __name__ == "__main__":

@@ -114,7 +114,8 @@ class ImportReport:
 
 @dataclass(frozen=True, slots=True)
 class ImportProgress:
-    """Where an import stands, after each file."""
+    """Where an import stands, after each file. ``records`` and ``created`` count what
+    was read and checked; batches are written as they fill, and the last at the end."""
 
     path: Path
     files_done: int
@@ -173,12 +174,21 @@ async def import_path(
     files = list(_files(root, chosen))
     importer = _Importer(store, strict)
     for done, (file, fmt) in enumerate(files, 1):
-        await importer.file(file, fmt)
+        if isinstance(fmt, Exception):
+            importer.report.failures.append(ImportFailure(file, _crash("detection", fmt)))
+        else:
+            await importer.file(file, fmt)
         if progress is not None:
             r = importer.report
             progress(
                 ImportProgress(
-                    file, done, len(files), r.records, r.created, r.skipped, len(r.failures)
+                    file,
+                    done,
+                    len(files),
+                    importer.checked_records,
+                    importer.checked_sessions,
+                    r.skipped,
+                    len(r.failures),
                 )
             )
     await importer.finish()
@@ -186,12 +196,20 @@ async def import_path(
     return importer.report
 
 
-def _files(root: Path, chosen: Format | None) -> Iterator[tuple[Path, Format]]:
-    """The session files under ``root`` with their formats, as ``read_path`` picks them."""
+def _files(root: Path, chosen: Format | None) -> Iterator[tuple[Path, Format | Exception]]:
+    """The session files under ``root`` with their formats, as ``read_path`` picks them;
+    the exception instead where detection failed."""
     for candidate in format_candidates(root):
-        fmt = chosen if chosen is not None else detect(candidate)
-        if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
-            yield candidate, fmt
+        try:
+            fmt = chosen if chosen is not None else detect(candidate)
+            if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
+                yield candidate, fmt
+        except Exception as exc:  # a reader's bug must not stop the other files
+            yield candidate, exc
+
+
+def _crash(what: str, exc: Exception) -> str:
+    return f"{what} failed unexpectedly ({type(exc).__name__}: {exc}); please report it"
 
 
 @dataclass
@@ -211,6 +229,10 @@ class _Refused(Exception):
     """A session fails its checks; the reason is the message."""
 
 
+class _ReaderCrash(Exception):
+    """A reader raised something it should not have; the session is not imported."""
+
+
 class _Deferred(Exception):
     """A session's parent is not stored yet; try again at the end."""
 
@@ -227,6 +249,8 @@ class _Importer:
     batch_size: int = 0
     batch_chars: int = 0
     deferred: list[tuple[Path, ImportedSession, str]] = field(default_factory=list)
+    checked_sessions: int = 0
+    checked_records: int = 0
 
     @property
     def namespace(self) -> str:
@@ -237,6 +261,9 @@ class _Importer:
             found = list(fmt.read(path, strict=self.strict))
         except (SessionDBError, OSError) as exc:
             self.report.failures.append(ImportFailure(path, str(exc)))
+            return
+        except Exception as exc:  # a reader's bug must not stop the other files
+            self.report.failures.append(ImportFailure(path, _crash(f"the {fmt.name} reader", exc)))
             return
         ids = [session_id_for(self.namespace, s.key) for s in found]
         parents = [session_id_for(self.namespace, s.parent_key) for s in found if s.parent_key]
@@ -250,7 +277,7 @@ class _Importer:
             except _Deferred:
                 self.deferred.append((path, session, session_id))
                 continue
-            except (_Refused, SessionDBError) as exc:
+            except (_Refused, SessionDBError, OSError, _ReaderCrash) as exc:
                 self.report.bad_lines.extend(session.bad_lines)
                 failure = ImportFailure(session.path, str(exc), session.key)
                 if self.strict:
@@ -288,7 +315,7 @@ class _Importer:
                 except _Deferred:
                     self.deferred.append((path, session, session_id))
                     continue
-                except (_Refused, SessionDBError) as exc:
+                except (_Refused, SessionDBError, OSError, _ReaderCrash) as exc:
                     self.report.failures.append(ImportFailure(session.path, str(exc), session.key))
                     progressed = True
                     continue
@@ -367,6 +394,8 @@ class _Importer:
     # -- writes -----------------------------------------------------------------------
 
     async def _add(self, prepared: _Prepared) -> None:
+        self.checked_sessions += 1
+        self.checked_records += len(prepared.record_rows)
         self.batch.append(prepared)
         self.batch_ids.add(prepared.session_row[0])
         self.batch_size += len(prepared.record_rows) + 1
@@ -445,7 +474,7 @@ def _rows(
     base = (session.fork_seq or 0) if parent_id is not None else 0
     built: list[tuple[NewRecord, datetime | None]] = []
     uuids: set[str] = set()
-    for index, record in enumerate(session.records):
+    for index, record in enumerate(_guarded(session)):
         seq = base + index + 1
         where = f"record {index + 1} (seq {seq})"
         try:
@@ -508,6 +537,16 @@ def _rows(
         last_seq=base + len(rows),
         parent_id=parent_id,
     )
+
+
+def _guarded(session: ImportedSession) -> Iterator[ImportedRecord]:
+    """``session.records``, with an unexpected exception of the reader as :class:`_ReaderCrash`."""
+    try:
+        yield from session.records
+    except (SessionDBError, OSError):
+        raise
+    except Exception as exc:  # a reader's bug must not stop the other sessions
+        raise _ReaderCrash(_crash(f"the {session.format} reader", exc)) from exc
 
 
 def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecord:

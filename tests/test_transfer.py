@@ -1,0 +1,551 @@
+"""Import and export through the database, on every backend: round trips of the corpus,
+idempotency, bad lines, atomic sessions, forks, the CLI."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from formats_helpers import CORPUS, json_lines
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sql_helpers import scalar
+
+from sessiondb import SessionStore
+from sessiondb.cli import main
+from sessiondb.errors import InvalidInputError, SessionDBError, SessionNotFoundError
+from sessiondb.formats import merge_split_responses
+from sessiondb.transfer import (
+    ImportProgress,
+    export_all,
+    export_session,
+    import_path,
+    session_id_for,
+)
+
+CLAUDE = CORPUS / "claude-code"
+SPOTTER_DIR = CLAUDE / "spotter"
+SPOTTER = SPOTTER_DIR / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+PI_LARGE = CORPUS / "pi" / "pi-mono" / "large-session.jsonl"
+
+
+def corpus_files() -> list[Path]:
+    files = sorted(CORPUS.rglob("*.jsonl"))
+    assert len(files) == 8, files  # the corpus is present beside the repository
+    return files
+
+
+async def counts(store: SessionStore) -> tuple[int, int]:
+    sessions = await scalar(store, "SELECT count(*) FROM sessiondb_sessions")
+    records = await scalar(store, "SELECT count(*) FROM sessiondb_records")
+    return int(sessions), int(records)
+
+
+def line(**fields: Any) -> str:
+    return json.dumps(fields)
+
+
+def cc_user(uuid: str, parent: str | None, text: str) -> str:
+    return line(
+        type="user",
+        uuid=uuid,
+        parentUuid=parent,
+        sessionId="s",
+        timestamp="2026-01-01T00:00:00.000Z",
+        message={"role": "user", "content": text},
+    )
+
+
+def cc_assistant(uuid: str, parent: str | None, text: str) -> str:
+    return line(
+        type="assistant",
+        uuid=uuid,
+        parentUuid=parent,
+        sessionId="s",
+        timestamp="2026-01-01T00:00:01.000Z",
+        message={
+            "id": f"m-{uuid}",
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+        },
+    )
+
+
+# -- round trips ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+async def test_every_corpus_file_round_trips_through_the_database(
+    store: SessionStore, path: Path, tmp_path: Path
+) -> None:
+    if "pi" in path.parts:
+        source, fmt, key = path, "pi", None
+    elif "subagents" in path.parts:
+        source, fmt = path.parents[2] / f"{path.parents[1].name}.jsonl", "claude-code"
+        key = f"claude-code:{source.stem}/{path.stem}"
+    else:
+        source, fmt, key = path, "claude-code", f"claude-code:{path.stem}"
+    report = await import_path(store, source)
+    assert report.failures == []
+    session_id = report.session_ids[0] if key is None else session_id_for(store.namespace, key)
+    assert session_id in report.session_ids
+    (out,) = await export_session(store, session_id, tmp_path / "out", format=fmt)
+    assert out.name == path.name
+    assert json_lines(out) == json_lines(path)
+
+
+async def test_native_export_then_import_gives_identical_records(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    report = await import_path(store, SPOTTER_DIR)
+    assert report.created == 5 and report.failures == []
+    before = {sid: await store.records(sid, include_tombstoned=True) for sid in report.session_ids}
+    infos = {sid: await store.get_session(sid) for sid in report.session_ids}
+    written = await export_all(store, tmp_path / "native")
+    assert sorted(written) == sorted(report.session_ids)
+
+    # Children first: a subagent holds a reference to its parent.
+    for sid in reversed(report.session_ids):
+        await store.delete_session(sid)
+    assert await counts(store) == (0, 0)
+
+    again = await import_path(store, tmp_path / "native")
+    assert again.failures == [] and again.bad_lines == []
+    assert sorted(again.session_ids) == sorted(report.session_ids)
+    assert again.created == 5
+    for sid in report.session_ids:
+        assert await store.records(sid, include_tombstoned=True) == before[sid]
+        info = await store.get_session(sid)
+        old = infos[sid]
+        assert (info.parent_id, info.fork_seq, info.metadata, info.name, info.model) == (
+            old.parent_id,
+            old.fork_seq,
+            old.metadata,
+            old.name,
+            old.model,
+        )
+        assert info.message_count == old.message_count
+        assert info.metrics == old.metrics
+
+
+async def test_native_forks_import_after_their_parents(store: SessionStore, tmp_path: Path) -> None:
+    parent = await store.create_session(name="parent")
+    await store.append(
+        parent.id,
+        [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}],
+    )
+    child = await store.fork(parent.id, at_seq=1)
+    await store.append(child.id, [{"role": "assistant", "content": "other two"}])
+    await store.append(parent.id, [{"role": "user", "content": "three"}])
+    await store.tombstone(child.id, 1)
+    before = {s: await store.records(s, include_tombstoned=True) for s in (parent.id, child.id)}
+    context = await store.context(child.id)
+    await export_all(store, tmp_path / "out")
+    await store.delete_session(parent.id, cascade=True)
+
+    # Import the fork alone first: its parent is missing, so it is reported, not written.
+    lone = await import_path(store, tmp_path / "out" / child.id)
+    assert lone.created == 0 and len(lone.failures) == 1
+    assert "parent" in str(lone.failures[0])
+    assert await counts(store) == (0, 0)
+
+    report = await import_path(store, tmp_path / "out")
+    assert report.failures == [] and report.created == 2
+    for sid, records in before.items():
+        assert await store.records(sid, include_tombstoned=True) == records
+    info = await store.get_session(child.id)
+    assert (info.parent_id, info.fork_seq, info.message_count) == (parent.id, 1, 2)
+    assert await store.context(child.id) == context
+
+
+async def test_a_reimport_adds_zero_rows(store: SessionStore) -> None:
+    first = await import_path(store, CORPUS)
+    assert first.created == 8 and first.skipped == 0 and first.records > 2000
+    assert first.failures == []
+    rows = await counts(store)
+    assert rows == (8, first.records)
+    second = await import_path(store, CORPUS)
+    assert (second.created, second.skipped, second.records) == (0, 8, 0)
+    assert second.session_ids == first.session_ids
+    assert await counts(store) == rows
+
+
+async def test_ids_are_stable_per_namespace_and_key(store: SessionStore) -> None:
+    one = session_id_for("default", "claude-code:abc")
+    assert one == session_id_for("default", "claude-code:abc")
+    assert one != session_id_for("other", "claude-code:abc")
+    assert one != session_id_for("default", "claude-code:abd")
+    report = await import_path(store, SPOTTER_DIR / "short.jsonl")
+    assert report.session_ids == [session_id_for(store.namespace, "claude-code:short")]
+    assert (await store.get_session(report.session_ids[0])).id == report.session_ids[0]
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+async def test_a_torn_last_line_is_ignored(store: SessionStore, tmp_path: Path) -> None:
+    path = tmp_path / "torn.jsonl"
+    path.write_text(cc_user("u1", None, "hi") + "\n" + cc_assistant("a1", "u1", "yo")[:40])
+    report = await import_path(store, path)
+    assert report.bad_lines == [] and report.failures == []
+    assert report.records == 1
+    (sid,) = report.session_ids
+    records = await store.records(sid)
+    assert [r.uuid for r in records] == ["u1"]
+
+
+async def test_a_garbage_line_is_kept_and_reported_with_its_line_number(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "garbage.jsonl"
+    path.write_text(
+        cc_user("u1", None, "hi") + "\n{not json at all\n" + cc_assistant("a1", "u1", "yo") + "\n"
+    )
+    report = await import_path(store, path)
+    assert report.failures == []
+    (bad,) = report.bad_lines
+    assert bad.line == 2 and str(bad).startswith(f"{path}:2: ")
+    (sid,) = report.session_ids
+    records = await store.records(sid)
+    assert [r.kind for r in records] == ["message", "entry", "message"]
+    assert records[1].entry is not None and records[1].entry["rawLine"] == "{not json at all"
+    (out,) = await export_session(store, sid, tmp_path / "out", "claude-code")
+    assert json_lines(out) == json_lines(path)
+    assert out.read_text().splitlines()[1] == "{not json at all"
+
+
+async def test_strict_fails_the_file_and_imports_the_others(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "bad.jsonl").write_text(cc_user("u1", None, "hi") + "\n{oops\n")
+    (tree / "good.jsonl").write_text(cc_user("u1", None, "hi") + "\n")
+    report = await import_path(store, tree, strict=True)
+    (failure,) = report.failures
+    assert f"{tree / 'bad.jsonl'}:2:" in str(failure)
+    assert report.session_ids == [session_id_for(store.namespace, "claude-code:good")]
+    assert await counts(store) == (1, 1)
+
+
+async def test_nul_and_lone_surrogates_survive(store: SessionStore, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"user","uuid":"u\\u0000","parentUuid":null,"message":{"role":"user",'
+        '"content":"a\\u0000b\\ud800c\\udfff"},"extra":"\\udc80"}\n'
+    )
+    report = await import_path(store, path, strict=True)
+    (sid,) = report.session_ids
+    (record,) = await store.records(sid)
+    assert record.message is not None and record.message.text() == "a\x00b\ud800c\udfff"
+    (out,) = await export_session(store, sid, tmp_path / "out", "claude-code")
+    assert json_lines(out) == json_lines(path)
+
+
+async def test_an_empty_file(store: SessionStore, tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    detected = await import_path(store, path)
+    assert (detected.files, detected.created, detected.session_ids) == (0, 0, [])
+    report = await import_path(store, path, format="claude-code")
+    assert (report.files, report.created, report.records) == (1, 1, 0)
+    info = await store.get_session(report.session_ids[0])
+    assert (info.last_seq, info.message_count) == (0, 0)
+    (out,) = await export_session(store, info.id, tmp_path / "out", "claude-code")
+    assert out.read_bytes() == b""
+
+
+async def test_a_failing_session_leaves_nothing_partial(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    good = await store.create_session(name="good")
+    await store.append(good.id, [{"role": "user", "content": "fine"}])
+    bad = await store.create_session(name="bad")
+    await store.append(bad.id, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    await export_all(store, tmp_path / "out")
+    await store.delete_session(good.id)
+    await store.delete_session(bad.id)
+    # The reader takes a tombstone whose reason is a number; the store refuses it.
+    with (tmp_path / "out" / bad.id / "session.jsonl").open("a") as f:
+        f.write(
+            line(
+                recordType="tombstone",
+                schemaVersion=1,
+                seq=3,
+                timestamp="2026-01-01T00:00:00Z",
+                targetSeq=1,
+                reason=5,
+            )
+            + "\n"
+        )
+    report = await import_path(store, tmp_path / "out")
+    (failure,) = report.failures
+    assert failure.key == f"native:{bad.id}" and "record 3 (seq 3)" in str(failure)
+    assert str(tmp_path / "out" / bad.id) in str(failure)
+    assert report.session_ids == [good.id] and report.created == 1
+    with pytest.raises(SessionNotFoundError):
+        await store.get_session(bad.id)
+    rows = await scalar(
+        store, "SELECT count(*) FROM sessiondb_records WHERE session_id = :sid", sid=bad.id
+    )
+    assert rows == 0
+    assert [r.message.text() for r in await store.records(good.id) if r.message] == ["fine"]
+
+
+async def test_a_duplicate_record_uuid_refuses_the_session(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    info = await store.create_session()
+    await store.append(info.id, [{"role": "user", "content": "a", "uuid": "x"}])
+    (session_file, _) = await export_session(store, info.id, tmp_path)
+    await store.delete_session(info.id)
+    text = session_file.read_text()
+    session_file.write_text(text + text.replace('"seq":1', '"seq":2'))
+    report = await import_path(store, session_file.parent)
+    assert "appears twice" in str(report.failures[0])
+    assert await counts(store) == (0, 0)
+
+
+async def test_unknown_format_and_missing_path_raise(store: SessionStore, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="unknown format"):
+        await import_path(store, SPOTTER, format="nope")
+    with pytest.raises(InvalidInputError, match="no such file"):
+        await import_path(store, tmp_path / "missing.jsonl")
+    with pytest.raises(InvalidInputError, match="unknown format"):
+        await export_session(store, session_id_for("default", "x"), tmp_path, format="nope")
+
+
+# -- formats through the database ----------------------------------------------------------
+
+
+async def test_a_directory_tree_mixing_formats(store: SessionStore, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(SPOTTER_DIR, tree / "claude")
+    shutil.copytree(CORPUS / "pi", tree / "pi")
+    native = await store.create_session(name="native one")
+    await store.append(native.id, [{"role": "user", "content": "hello"}])
+    await export_session(store, native.id, tree / "native")
+    (tree / "notes.jsonl").write_text('{"hello": "world"}\n')
+    (tree / "README.md").write_text("not a session\n")
+    seen: list[ImportProgress] = []
+
+    report = await import_path(store, tree, progress=seen.append)
+    assert report.failures == []
+    main_id = session_id_for(store.namespace, "claude-code:4d5611e5-241a-462a-8d15-5122611a9569")
+    assert report.session_ids[0] == main_id
+    assert len(report.session_ids) == 7
+    assert native.id in report.session_ids
+    assert (report.created, report.skipped) == (6, 1)  # the native session is this one
+    assert report.files == 5
+    assert [p.files_done for p in seen] == [1, 2, 3, 4, 5]
+    assert seen[-1].records == report.records
+    children = await store.list_sessions(parent_id=main_id)
+    assert len(children.items) == 2
+    assert {c.fork_seq for c in children.items} == {0}
+
+
+async def test_cersei_parts_with_a_cross_part_tombstone(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    def cersei(kind: str, uuid: str, parent: str | None, text: str) -> str:
+        return line(
+            type=kind,
+            uuid=uuid,
+            parent_uuid=parent,
+            session_id="abc",
+            timestamp="2026-04-03T10:00:00Z",
+            message={"role": kind, "content": text},
+        )
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "abc.jsonl").write_text(
+        cersei("user", "a1", None, "fix the tests") + "\n" + cersei("assistant", "a2", "a1", "ok")
+    )
+    (folder / "abc_part2.jsonl").write_text(
+        cersei("user", "a3", "a2", "and the docs")
+        + "\n"
+        + line(type="tombstone", deleted_uuid="a2", timestamp="2026-04-03T10:01:00Z")
+        + "\n"
+    )
+    report = await import_path(store, folder)
+    (sid,) = report.session_ids
+    assert report.records == 4
+    live = await store.records(sid)
+    assert [r.uuid for r in live if r.kind == "message"] == ["a1", "a3"]
+    context = await store.context(sid)
+    assert [m.text() for m in context] == ["fix the tests", "and the docs"]
+    written = await export_session(store, sid, tmp_path / "out", "claude-code")
+    assert sorted(p.name for p in written) == ["abc.jsonl", "abc_part2.jsonl"]
+    for path in written:
+        assert json_lines(path) == json_lines(folder / path.name)
+
+
+async def test_pi_v1_compaction_by_first_kept_entry_index(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    def msg(role: str, text: str) -> dict[str, Any]:
+        return {
+            "type": "message",
+            "timestamp": "2025-11-20T23:33:51Z",
+            "message": {"role": role, "content": [{"type": "text", "text": text}]},
+        }
+
+    lines = [
+        {"type": "session", "id": "s1", "timestamp": "2025-11-20T23:33:50.805Z"},
+        msg("user", "one"),
+        msg("assistant", "two"),
+        msg("user", "three"),
+        {
+            "type": "compaction",
+            "timestamp": "2025-11-20T23:34:00Z",
+            "summary": "S",
+            "firstKeptEntryIndex": 3,
+            "tokensBefore": 42,
+        },
+        msg("assistant", "four"),
+    ]
+    path = tmp_path / "v1.jsonl"
+    path.write_text("".join(json.dumps(v) + "\n" for v in lines))
+    report = await import_path(store, path, strict=True)
+    (sid,) = report.session_ids
+    records = await store.records(sid)
+    compaction = records[3].compaction
+    assert compaction is not None and compaction.first_kept_seq == 3
+    context = await store.context(sid)
+    assert [m.role for m in context] == ["user", "user", "assistant"]
+    assert "S" in context[0].text()
+    assert [m.text() for m in context[1:]] == ["three", "four"]
+    (out,) = await export_session(store, sid, tmp_path / "out", "pi")
+    assert json_lines(out) == json_lines(path)
+
+
+async def test_the_real_claude_code_session_context(store: SessionStore) -> None:
+    report = await import_path(store, SPOTTER)
+    main_id = report.session_ids[0]
+    info = await store.get_session(main_id)
+    assert info.model is not None and info.model.startswith("claude")
+    assert info.metrics.output_tokens > 0
+    compactions = [r for r in await store.records(main_id) if r.compaction is not None]
+    assert len(compactions) == 1
+    context = await store.context(main_id)
+    # The compaction is applied: its summary opens the context, nothing before it follows.
+    assert "This session is being continued" in context[0].text()
+    kept = compactions[0].compaction
+    assert kept is not None
+    live = [
+        r
+        for r in await store.records(main_id, include_superseded=False, kinds=["message"])
+        if r.seq >= kept.first_kept_seq
+    ]
+    assert len(context) == len(live) + 1
+    merged = merge_split_responses([m.to_wire() for m in context])
+    assert len(merged) < len(context)
+    calls: set[str] = set()
+    for message in merged:
+        calls.update(b["id"] for b in message["content"] if b["type"] == "toolCall")
+        if message["role"] == "toolResult":
+            assert message["toolCallId"] in calls
+
+
+# -- hostile input ---------------------------------------------------------------------------
+
+_names = itertools.count()
+_line = st.one_of(
+    st.binary(max_size=60),
+    st.builds(
+        lambda v: json.dumps(v).encode(),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(
+                    st.sampled_from(
+                        ["type", "uuid", "parentUuid", "message", "role", "content", "id", "x"]
+                    ),
+                    inner,
+                    max_size=4,
+                )
+            ),
+            max_leaves=8,
+        ),
+    ),
+    st.sampled_from(
+        [
+            cc_user("u1", None, "hi").encode(),
+            cc_assistant("a1", "u1", "yo").encode(),
+            b'{"type":"session","version":1,"id":"p"}',
+            b'{"recordType":"message","schemaVersion":1,"seq":1,"role":"user","content":[]}',
+            b'{"type":"tombstone","deleted_uuid":"u1"}',
+            b'{"type":"user","message":{"role":"user","content":[{"type":"tool_result"}]}}',
+        ]
+    ),
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(lines=st.lists(_line, max_size=6), strict=st.booleans())
+async def test_hostile_files_give_a_report_or_an_error_and_no_partial_rows(
+    store: SessionStore, tmp_path: Path, lines: list[bytes], strict: bool
+) -> None:
+    path = tmp_path / f"f{next(_names)}.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    before = await counts(store)
+    try:
+        report = await import_path(store, path, strict=strict)
+    except SessionDBError:
+        assert await counts(store) == before
+        return
+    after = await counts(store)
+    assert after == (before[0] + report.created, before[1] + report.records)
+    for sid in report.session_ids:
+        await store.context(sid)  # everything written reads back
+        await store.records(sid, include_tombstoned=True)
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_cli_import_and_export(db_url: str, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(SPOTTER_DIR, tree)
+    (tree / "broken.jsonl").write_text(cc_user("u1", None, "hi") + "\n{oops\n")
+
+    code, out = run("--db", db_url, "import", str(tree), "--strict")
+    assert code == 1
+    assert "broken.jsonl:2:" in out
+    assert "created 5" in out
+
+    code, out = run("--db", db_url, "import", str(tree))
+    assert code == 0
+    assert "created 1" in out and "skipped 5" in out
+
+    main_id = session_id_for("default", "claude-code:short")
+    code, out = run(
+        "--db", db_url, "export", main_id, "--out", str(tmp_path / "cc"), "--format", "claude-code"
+    )
+    assert code == 0
+    assert json_lines(tmp_path / "cc" / "short.jsonl") == json_lines(tree / "short.jsonl")
+
+    code, out = run("--db", db_url, "export", "--all", "--out", str(tmp_path / "native"))
+    assert code == 0
+    assert len(list((tmp_path / "native").glob("*/session.jsonl"))) == 6
+
+    with pytest.raises(SystemExit) as usage:
+        run("--db", db_url, "export", "--out", str(tmp_path / "none"))
+    assert usage.value.code == 2
