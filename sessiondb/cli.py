@@ -394,23 +394,17 @@ class _ImportProgress:
         self._task: Any = None
         if sys.stderr.isatty():
             try:
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    Progress,
-                    TextColumn,
-                    TimeElapsedColumn,
-                    TimeRemainingColumn,
-                )
+                # Optional: the bar only where rich is installed; not a dependency.
+                rich: Any = importlib.import_module("rich.progress")
             except ImportError:
                 return
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[records]} records ({task.fields[rate]}/s)"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
+            self._bar = rich.Progress(
+                rich.TextColumn("[bold]{task.description}"),
+                rich.BarColumn(),
+                rich.MofNCompleteColumn(),
+                rich.TextColumn("{task.fields[records]} records ({task.fields[rate]}/s)"),
+                rich.TimeElapsedColumn(),
+                rich.TimeRemainingColumn(),
                 transient=True,
             )
 
