@@ -435,6 +435,18 @@ def get_session(session_id: str, namespace: str) -> Bound:
 _GET_SESSION = select(sessions).where(sessions.c.id == SID, sessions.c.namespace == NS)
 
 
+def existing_sessions(ids: list[str], flavour: str) -> Bound:
+    """``(id, namespace, last_seq)`` of the sessions among ``ids``, in any namespace (an
+    import checks which of its derived ids exist)."""
+    return _existing_sessions(flavour), {"ids": list_param(ids, flavour)}
+
+
+@cache
+def _existing_sessions(flavour: str) -> Select[Any]:
+    s = sessions.c
+    return select(s.id, s.namespace, s.last_seq).where(_in_list(s.id, "ids", flavour))
+
+
 def list_sessions(
     namespace: str,
     *,

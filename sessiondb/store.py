@@ -4,15 +4,16 @@ maps the result to models. Which database is behind it is the backend's business
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from . import context as ctx
 from . import cursor as cursors
-from . import jsoncodec
+from . import jsoncodec, transfer
 from . import migrate as migrations
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
@@ -48,6 +49,7 @@ from .rows import (
     utc,
 )
 from .tables import records, sessions
+from .transfer import ImportProgress, ImportReport
 from .validation import column_text, to_json
 
 MAX_PAGE = 1000
@@ -673,6 +675,40 @@ class SessionStore:
             if not rows:
                 return []
             return await self._append_in(tx, session_id, rows, None, [])
+
+    # -- files (sessiondb.transfer and sessiondb.formats do the work) ---------------
+
+    async def import_path(
+        self,
+        path: str | Path,
+        format: str = "auto",
+        strict: bool = False,
+        progress: Callable[[ImportProgress], None] | None = None,
+    ) -> ImportReport:
+        """Import session files (a file or a directory tree) at bulk speed.
+
+        Each session is written whole or not at all; a re-import adds nothing (a
+        session's id derives from the namespace and the file's own key). A bad line is
+        kept as a raw entry and reported as ``path:line``; ``strict=True`` fails its file
+        instead. See :func:`sessiondb.transfer.import_path`.
+
+        Raises:
+            ImportFormatError: the path cannot be read, or an unknown format.
+        """
+        return await transfer.import_path(self, path, format, strict, progress)
+
+    async def export_session(
+        self, session_id: str, out_dir: str | Path, format: str = "native"
+    ) -> list[Path]:
+        """Write one session as ``format``'s file(s) under ``out_dir`` (``native``,
+        ``claude-code`` or ``pi``); returns the paths written."""
+        return await transfer.export_session(self, session_id, out_dir, format)
+
+    async def export_all(
+        self, out_dir: str | Path, format: str = "native"
+    ) -> dict[str, list[Path]]:
+        """Export every session of the namespace; session id → paths written."""
+        return await transfer.export_all(self, out_dir, format)
 
     # -- compaction (sessiondb.compaction does the work) ---------------------------
 

@@ -26,12 +26,10 @@ import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import Select, select
 from ulid import ULID
 
 from . import jsoncodec
@@ -340,7 +338,7 @@ class _Importer:
         wanted = sorted({i for i in ids if i not in self.stored})
         if not wanted:
             return
-        rows = await self.store._backend.fetch(existing_sessions(wanted, self.store._flavour))
+        rows = await self.store._backend.fetch(q.existing_sessions(wanted, self.store._flavour))
         for row in rows:
             self.stored[row["id"]] = (row["namespace"], int(row["last_seq"]))
 
@@ -628,18 +626,6 @@ def _column(value: Any) -> str | None:
         return column_text(value, "")
     except InvalidInputError:
         return None
-
-
-def existing_sessions(ids: list[str], flavour: str) -> q.Bound:
-    """``(id, namespace, last_seq)`` of the sessions among ``ids``, in any namespace."""
-    # TODO(lead): move to statements.py beside get_session.
-    return _existing_sessions(flavour), {"ids": q.list_param(ids, flavour)}
-
-
-@cache
-def _existing_sessions(flavour: str) -> Select[Any]:
-    s = sessions
-    return select(s.c.id, s.c.namespace, s.c.last_seq).where(q._in_list(s.c.id, "ids", flavour))
 
 
 # -- export -------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ class ClaudeCodeFormat:
         values = [v for v in sniff_values(path) if isinstance(v, dict)]
         if not values or any("recordType" in v or v.get("type") == "session" for v in values):
             return False
-        hits = [v for v in values if v.get("type") in _LINE_TYPES]
+        hits = [v for v in values if isinstance(v.get("type"), str) and v["type"] in _LINE_TYPES]
         # noumen's lines say type "message"; Claude Code's never do.
         return bool(hits) and not any(v.get("type") == "message" for v in values)
 
