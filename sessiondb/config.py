@@ -160,9 +160,7 @@ def normalize_url(raw: str | URL) -> URL:
     driver = url.drivername.partition("+")[2]  # empty when the URL names no driver
     if backend == "sqlite":
         if driver not in ("", "pysqlite", "aiosqlite"):
-            raise ConfigurationError(
-                f"unsupported SQLite driver {driver!r}; use sqlite://"
-            )
+            raise ConfigurationError(f"unsupported SQLite driver {driver!r}; use sqlite://")
         return url.set(drivername="sqlite")
     if backend == "postgresql":
         if driver not in ("", "psycopg", "psycopg2", "asyncpg"):
