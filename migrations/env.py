@@ -50,7 +50,7 @@ async def _run_with_url(url: str | None) -> None:
     # The same connection set-up as the store's: one backend, one connection.
     backend = open_backend(Settings.from_env(url))
     try:
-        await backend.run_sync(_run_sync)
+        await backend.run_sync(_run_sync, exclusive=True)
     finally:
         await backend.close()
 

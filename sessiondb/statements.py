@@ -184,7 +184,8 @@ def context(session_id: str, namespace: str, flavour: str) -> Bound:
     Rows ``(part, seq, payload)``, ordered: one ``part = 0`` row for the session itself
     (absent when the session does not exist in this namespace), the latest live
     compaction of the lineage as ``part = 1`` (if any), then ``part = 2`` for each live
-    message with ``seq >= first_kept_seq``, in seq order.
+    message with ``seq >= first_kept_seq``, in seq order, then ``part = 3`` for each live
+    prune record of the lineage (the caller applies them to the messages they name).
     """
     return _context(flavour == POSTGRES), _scope(session_id, namespace)
 
@@ -236,7 +237,17 @@ def _context(lateral: bool) -> Select[Any]:
             .select_from(records.join(lin, _in_lineage(lin)))
             .where(*kept)
         )
-    union = union_all(head, overlay, messages).subquery("ctx")
+    # Live prune records, found by the (session_id, kind, seq) index like the compaction.
+    # One that names only superseded messages is moot; it costs one short row.
+    prunes = (
+        select(const(3), records.c.seq, records.c.payload)
+        .select_from(records.join(lin, _in_lineage(lin)))
+        .where(
+            records.c.kind == const("prune"),
+            records.c.seq.not_in(select(tomb.c.target_seq)),
+        )
+    )
+    union = union_all(head, overlay, messages, prunes).subquery("ctx")
     return select(union.c.part, union.c.seq, union.c.payload).order_by(union.c.part, union.c.seq)
 
 
@@ -530,6 +541,19 @@ def _copy_lineage() -> Executable:
         .where(records.c.seq <= bindparam("upto", type_=BigInteger()))
     )
     return records.insert().from_select(["session_id", *[c.name for c in cols]], query)
+
+
+# The key of the advisory lock that serialises exclusive units (migrations) on Postgres:
+# the first 8 bytes of sha256("sessiondb"), as a signed 64-bit integer.
+EXCLUSIVE_LOCK_KEY = 0x5BE14FAA44F9E1AC
+
+
+def exclusive_lock() -> Bound:
+    """Postgres: wait for, then hold until the transaction ends, sessiondb's advisory lock."""
+    return _EXCLUSIVE_LOCK, {}
+
+
+_EXCLUSIVE_LOCK = select(func.pg_advisory_xact_lock(const(EXCLUSIVE_LOCK_KEY)))
 
 
 def lock_head(session_id: str, namespace: str) -> Bound:

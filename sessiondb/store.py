@@ -154,7 +154,11 @@ class SessionStore:
 
     async def migrate(self, revision: str = "head") -> None:
         """Upgrade the schema to ``revision`` (default: the newest), as ``sessiondb migrate``."""
-        await self._backend.run_sync(lambda conn: migrations.run_sync(conn, "upgrade", revision))
+        # Exclusive: replicas that start together and all migrate take turns, and all but
+        # the first find the schema at head already.
+        await self._backend.run_sync(
+            lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
+        )
 
     # -- sessions -------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ Every test starts from an EMPTY database (not the migrated template), on both ba
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -174,3 +176,41 @@ async def test_alembic_offline_sql(empty_db_url: str) -> None:
     assert f"CREATE TABLE {RECORDS}" in done.stdout
     tables, _, _ = await schema_state(empty_db_url)
     assert tables == set()  # offline mode only prints
+
+
+def _migrate_in_process(url: str, start: Any, errors: Any) -> None:
+    async def run() -> None:
+        async with SessionStore.open(url) as store:
+            await store.migrate()
+
+    start.wait()  # every process starts migrating at the same moment
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # reported to the parent, which fails the test
+        errors.put(f"{type(exc).__name__}: {exc}")
+
+
+async def test_four_processes_migrating_one_fresh_database_at_once(empty_db_url: str) -> None:
+    # Replicas of a service that all call migrate() at start-up: one upgrades, the others
+    # wait for it (advisory lock on Postgres, the write lock on SQLite) and find head.
+    ctx = multiprocessing.get_context("spawn")
+    start, errors = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_migrate_in_process, args=(empty_db_url, start, errors))
+        for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    await asyncio.sleep(1.5)  # let every interpreter import sessiondb
+    start.set()
+    for p in procs:
+        await asyncio.to_thread(p.join, 120)
+    failures = []
+    while not errors.empty():
+        failures.append(errors.get())
+    assert failures == []
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    tables, diff, versions = await schema_state(empty_db_url)
+    assert tables == {SESSIONS, RECORDS, VERSION_TABLE}
+    assert diff == []
+    assert versions == [head_revision()]

@@ -61,9 +61,13 @@ class Backend(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[Transaction]:
         """A write transaction: committed when the block ends, rolled back on an error."""
 
-    async def run_sync(self, fn: Callable[[Connection], T]) -> T:
+    async def run_sync(self, fn: Callable[[Connection], T], *, exclusive: bool = False) -> T:
         """Run ``fn`` on a SQLAlchemy connection to the same database, in a transaction
-        that commits when ``fn`` returns (Alembic, and tests that inspect the tables)."""
+        that commits when ``fn`` returns (Alembic, and tests that inspect the tables).
+
+        ``exclusive``: no other exclusive unit runs on the database at the same time, in
+        any process (migrations started by several replicas at once).
+        """
 
     async def close(self) -> None:
         """Release every connection and thread; idempotent."""

@@ -258,7 +258,7 @@ class PostgresBackend:
         except Exception as exc:
             raise translate(exc, self._where) from exc
 
-    async def run_sync(self, fn: Callable[[Connection], T]) -> T:
+    async def run_sync(self, fn: Callable[[Connection], T], *, exclusive: bool = False) -> T:
         from sqlalchemy.ext.asyncio import create_async_engine
         from sqlalchemy.pool import NullPool
 
@@ -274,12 +274,18 @@ class PostgresBackend:
         engine = create_async_engine(url, async_creator=connect, poolclass=NullPool)
         try:
             async with engine.begin() as conn:
+                if exclusive:
+                    # A transaction-scoped advisory lock: released by the commit.
+                    stmt, params = q.exclusive_lock()
+                    await conn.execute(stmt, params)
                 return await conn.run_sync(fn)
         except Exception as exc:
             orig = getattr(exc, "orig", None)
             cause = getattr(orig, "__cause__", None) or orig or exc
             translated = translate(cause, self._where)
-            if translated is cause and cause is not exc:
+            if isinstance(translated, IntegrityViolation) or (
+                translated is cause and cause is not exc
+            ):
                 translated = DatabaseError(f"{type(exc).__name__}: {exc}")
             raise translated from exc
         finally:

@@ -344,7 +344,9 @@ class SQLiteBackend:
         except Exception as exc:
             raise translate(exc, self._path) from exc
 
-    async def run_sync(self, fn: Callable[[Connection], T]) -> T:
+    async def run_sync(self, fn: Callable[[Connection], T], *, exclusive: bool = False) -> T:
+        # Every unit here begins with BEGIN IMMEDIATE, which takes the database's one
+        # write lock: exclusive across processes already.
         from sqlalchemy import create_engine
         from sqlalchemy.pool import StaticPool
 
@@ -362,7 +364,9 @@ class SQLiteBackend:
         except Exception as exc:
             cause = getattr(exc, "orig", None) or exc
             translated = translate(cause, self._path)
-            if translated is cause and cause is not exc:
+            if isinstance(translated, IntegrityViolation) or (
+                translated is cause and cause is not exc
+            ):
                 translated = DatabaseError(f"{type(exc).__name__}: {exc}")
             raise translated from exc
 
