@@ -16,9 +16,12 @@ from .compaction import (
     offline_summarizer,
 )
 from .errors import (
+    BusyError,
     CompactionError,
     ConfigurationError,
     ConflictError,
+    DatabaseError,
+    DatabaseUnavailableError,
     HasChildrenError,
     ImportFormatError,
     InvalidInputError,
@@ -29,6 +32,7 @@ from .errors import (
     SeqConflictError,
     SessionDBError,
     SessionNotFoundError,
+    StoreClosedError,
     SummarizerError,
 )
 from .models import (
@@ -39,6 +43,7 @@ from .models import (
     Metrics,
     NewSession,
     OtherContent,
+    Prune,
     Record,
     SessionInfo,
     SessionPage,
@@ -51,6 +56,7 @@ from .models import (
 from .store import SessionStore
 
 __all__ = [
+    "BusyError",
     "Compaction",
     "CompactionError",
     "CompactionEvent",
@@ -59,6 +65,8 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "ContentBlock",
+    "DatabaseError",
+    "DatabaseUnavailableError",
     "HasChildrenError",
     "ImageContent",
     "ImportFormatError",
@@ -70,6 +78,7 @@ __all__ = [
     "NewSession",
     "NotFoundError",
     "OtherContent",
+    "Prune",
     "Record",
     "RecordNotFoundError",
     "SeqConflictError",
@@ -78,6 +87,7 @@ __all__ = [
     "SessionNotFoundError",
     "SessionPage",
     "SessionStore",
+    "StoreClosedError",
     "Summarizer",
     "SummarizerError",
     "TextContent",

@@ -110,6 +110,10 @@ class MissingDependencyError(ConfigurationError, ImportError):
         self.extra = extra
 
 
+class StoreClosedError(SessionDBError):
+    """The store is closed; open a new one."""
+
+
 class DatabaseError(SessionDBError):
     """The database refused the operation."""
 

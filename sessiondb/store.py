@@ -25,11 +25,13 @@ from .compaction.engine import (
     EventHook,
 )
 from .compaction.plan import CompactionPlan
+from .compaction.prune import PRUNED_MARKER
 from .compaction.settings import CompactionSettings
 from .compaction.summarizers import Summarizer
 from .compaction.tokens import Tokenizer
 from .config import ConnectOptions, Settings
 from .errors import (
+    ConfigurationError,
     ConflictError,
     HasChildrenError,
     InvalidInputError,
@@ -38,7 +40,16 @@ from .errors import (
     SessionNotFoundError,
 )
 from .ids import check_session_id, new_session_id
-from .models import Compaction, Message, NewSession, Record, SessionInfo, SessionPage, Tombstone
+from .models import (
+    Compaction,
+    Message,
+    NewSession,
+    Prune,
+    Record,
+    SessionInfo,
+    SessionPage,
+    Tombstone,
+)
 from .rows import (
     HeadDelta,
     NewRecord,
@@ -54,7 +65,9 @@ from .validation import column_text, to_json
 
 MAX_PAGE = 1000
 UUID_CONSTRAINT = "uq_sessiondb_records_session_id_uuid"
-KINDS = ("message", "compaction", "tombstone", "entry")
+KINDS = ("message", "compaction", "tombstone", "entry", "prune")
+# The largest number of tool results one prune record may name.
+MAX_PRUNE_SEQS = 10_000
 
 
 def _now() -> datetime:
@@ -92,7 +105,17 @@ class SessionStore:
     coroutine and runs in its own short transaction.
     """
 
-    def __init__(self, settings: Settings, backend: Backend | None = None) -> None:
+    def __init__(
+        self, settings: Settings | str | None = None, backend: Backend | None = None
+    ) -> None:
+        """A store for ``settings`` (or a URL, as :meth:`open` takes it); prefer
+        :meth:`open` or :meth:`connect`, which also take the connection options."""
+        if not isinstance(settings, Settings):
+            if settings is not None and not isinstance(settings, str):
+                raise ConfigurationError(
+                    f"SessionStore takes a URL or Settings, got {type(settings).__name__}"
+                )
+            settings = Settings.from_env(settings)
         self.settings = settings
         self.namespace = settings.namespace
         self._backend = backend if backend is not None else open_backend(settings)
@@ -132,6 +155,46 @@ class SessionStore:
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
         """
+        store = await cls.connect(
+            url,
+            namespace,
+            connect_timeout=connect_timeout,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+            server_settings=server_settings,
+            ssl=ssl,
+            connect_args=connect_args,
+        )
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str | None = None,
+        namespace: str | None = None,
+        *,
+        connect_timeout: float = ConnectOptions.connect_timeout,
+        pool_min_size: int = ConnectOptions.pool_min_size,
+        pool_max_size: int = ConnectOptions.pool_max_size,
+        server_settings: Mapping[str, str] | None = None,
+        ssl: Any = None,
+        connect_args: Mapping[str, Any] | None = None,
+    ) -> SessionStore:
+        """A store for a service to keep for its lifetime: ``store = await
+        SessionStore.connect(url)`` at start-up, ``await store.close()`` at shut-down.
+        Arguments as for :meth:`open`. Connections open on first use.
+
+        Raises:
+            ConfigurationError: the URL, namespace or options are unusable.
+            MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
+        """
+        if server_settings is not None and not isinstance(server_settings, Mapping):
+            raise ConfigurationError(f"server_settings must be a dict, got {server_settings!r}")
+        if connect_args is not None and not isinstance(connect_args, Mapping):
+            raise ConfigurationError(f"connect_args must be a dict, got {connect_args!r}")
         options = ConnectOptions(
             connect_timeout=connect_timeout,
             pool_min_size=pool_min_size,
@@ -140,14 +203,11 @@ class SessionStore:
             ssl=ssl,
             connect_args=dict(connect_args or {}),
         )
-        store = cls(Settings.from_env(url, namespace, options))
-        try:
-            yield store
-        finally:
-            await store.close()
+        return cls(Settings.from_env(url, namespace, options))
 
     async def close(self) -> None:
-        """Close every connection and thread the store holds."""
+        """Close every connection and thread the store holds; idempotent. Any later call
+        raises :class:`StoreClosedError`."""
         await self._backend.close()
 
     # -- schema ---------------------------------------------------------------------
@@ -540,7 +600,8 @@ class SessionStore:
             include_tombstoned: keep records that a tombstone soft-deleted.
             include_superseded: keep messages before the latest compaction's
                 ``first_kept_seq``.
-            kinds: only these kinds (``message``, ``compaction``, ``tombstone``, ``entry``).
+            kinds: only these kinds (``message``, ``compaction``, ``tombstone``, ``entry``,
+                ``prune``).
             from_seq, to_seq: an inclusive seq range.
 
         Raises:
@@ -625,6 +686,80 @@ class SessionStore:
             if await self._splits_pair(tx, session_id, first_kept_seq - 1):
                 raise InvalidInputError(
                     f"first_kept_seq {first_kept_seq} would separate a tool call from its result"
+                )
+            (record,) = await self._append_in(tx, session_id, [row], expected_seq, [])
+        return record
+
+    # -- overlays: pruning (compaction's cheaper first phase) ------------------------
+
+    async def append_prune(
+        self,
+        session_id: str,
+        seqs: Sequence[int],
+        *,
+        marker: str = PRUNED_MARKER,
+        tokens_freed: int = 0,
+        expected_seq: int | None = None,
+    ) -> Record:
+        """Append a prune overlay: in the context, each tool result in ``seqs`` shows one
+        text block holding ``marker`` instead of its content (``toolCallId`` and the other
+        fields stay). Nothing is rewritten: :meth:`records` still gives the content, and
+        tombstoning the prune record brings it back into the context.
+
+        Args:
+            seqs: seqs of tool results in the current context, not pruned already.
+            marker: the text that stands for a pruned result.
+            tokens_freed: the caller's estimate of what pruning saves, stored as given.
+            expected_seq: as for :meth:`append`.
+
+        Raises:
+            InvalidInputError: a seq is not a live tool result in the context, or is
+                pruned already; bad arguments.
+            SessionNotFoundError: no such session in this namespace.
+            SeqConflictError: ``expected_seq`` is not the head.
+        """
+        check_session_id(session_id)
+        chosen = _prune_seqs(seqs)
+        if not isinstance(marker, str) or not marker.strip():
+            raise InvalidInputError(f"marker must be a non-empty string, got {marker!r}")
+        if (
+            isinstance(tokens_freed, bool)
+            or not isinstance(tokens_freed, int)
+            or not 0 <= tokens_freed < 2**63
+        ):
+            raise InvalidInputError(
+                f"tokens_freed must be a non-negative int, got {tokens_freed!r}"
+            )
+        prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
+        row = NewRecord(kind="prune", payload=to_json(prune.to_wire(), "prune"))
+        async with self._backend.transaction() as tx:
+            head = await self._lock(tx, session_id)
+            results = await tx.fetch(
+                q.lineage_records(
+                    session_id,
+                    self.namespace,
+                    include_tombstoned=False,
+                    include_superseded=False,
+                    kinds=("message",),
+                    roles=("toolResult",),
+                    from_seq=chosen[0],
+                    to_seq=chosen[-1],
+                )
+            )
+            live = {int(r["seq"]) for r in results}
+            missing = [seq for seq in chosen if seq not in live]
+            if missing:
+                raise InvalidInputError(
+                    f"not tool results in the context of session {session_id} (head "
+                    f"{head}): seqs {_some(missing)}"
+                )
+            pruned = ctx.prune_markers(
+                r["payload"] for r in await self._lineage_rows(tx, session_id, kinds=("prune",))
+            )
+            again = [seq for seq in chosen if seq in pruned]
+            if again:
+                raise InvalidInputError(
+                    f"already pruned in session {session_id}: seqs {_some(again)}"
                 )
             (record,) = await self._append_in(tx, session_id, [row], expected_seq, [])
         return record
@@ -981,6 +1116,27 @@ def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:
         chosen.append(kind)
     # Sorted and unique: one cached statement per set of kinds.
     return tuple(sorted(set(chosen)))
+
+
+def _prune_seqs(seqs: Sequence[int]) -> list[int]:
+    """``append_prune``'s seqs checked: a non-empty list of distinct positive ints, sorted."""
+    if isinstance(seqs, str | bytes) or not isinstance(seqs, Sequence):
+        raise InvalidInputError(f"seqs must be a list of ints, got {type(seqs).__name__}")
+    if not seqs:
+        raise InvalidInputError("seqs must name at least one tool result")
+    if len(seqs) > MAX_PRUNE_SEQS:
+        raise InvalidInputError(f"at most {MAX_PRUNE_SEQS} seqs per prune, got {len(seqs)}")
+    for seq in seqs:
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**63:
+            raise InvalidInputError(f"each seq must be a positive 64-bit int, got {seq!r}")
+    if len(set(seqs)) != len(seqs):
+        raise InvalidInputError("the same seq appears twice in seqs")
+    return sorted(seqs)
+
+
+def _some(seqs: list[int]) -> str:
+    shown = ", ".join(str(s) for s in seqs[:10])
+    return shown + (f" and {len(seqs) - 10} more" if len(seqs) > 10 else "")
 
 
 _ZERO_HEAD: dict[str, Any] = {

@@ -33,6 +33,7 @@ from ..errors import (
     InvalidInputError,
     MissingDependencyError,
     SessionDBError,
+    StoreClosedError,
 )
 from .base import Compiler, IntegrityViolation, Row
 
@@ -205,8 +206,11 @@ class PostgresBackend:
         self._compile = Compiler(asyncpg_dialect())  # type: ignore[no-untyped-call]
         self._pool: Any = None
         self._lock = asyncio.Lock()
+        self._closed = False
 
     async def _get_pool(self) -> Any:
+        if self._closed:
+            raise StoreClosedError()
         if self._pool is None:
             async with self._lock:
                 if self._pool is None:
@@ -259,6 +263,8 @@ class PostgresBackend:
             raise translate(exc, self._where) from exc
 
     async def run_sync(self, fn: Callable[[Connection], T], *, exclusive: bool = False) -> T:
+        if self._closed:
+            raise StoreClosedError()
         from sqlalchemy.ext.asyncio import create_async_engine
         from sqlalchemy.pool import NullPool
 
@@ -292,6 +298,7 @@ class PostgresBackend:
             await engine.dispose()
 
     async def close(self) -> None:
+        self._closed = True
         pool, self._pool = self._pool, None
         if pool is not None:
             try:

@@ -48,6 +48,7 @@ from ..errors import (
     DatabaseUnavailableError,
     InvalidInputError,
     SessionDBError,
+    StoreClosedError,
 )
 from ..tables import metadata, records
 from .base import Compiled, Compiler, IntegrityViolation, Row
@@ -258,7 +259,7 @@ class SQLiteBackend:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise DatabaseError("the store is closed")
+            raise StoreClosedError()
 
     # -- the seam ---------------------------------------------------------------------
 
