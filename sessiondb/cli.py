@@ -11,6 +11,8 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TextIO
 
 from . import compaction, transfer
@@ -85,35 +87,88 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options every command takes, wherever they stand on the command line.
+_GLOBAL_OPTIONS = ("--db", "--namespace")
+# Commands that may create a SQLite file; every other one only reads or writes an
+# existing database.
+_CREATES_DATABASE = {"migrate"}
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 error, 2 usage)."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_globals_first(list(sys.argv[1:] if argv is None else argv)))
     stream = out or sys.stdout
     try:
         asyncio.run(_run(args, stream))
     except SessionDBError as exc:
-        print(f"sessiondb: error: {_chain(exc)}", file=sys.stderr)
+        print(f"sessiondb: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     return 0
 
 
+def _globals_first(argv: list[str]) -> list[str]:
+    """``--db`` and ``--namespace`` moved to the front, so they work after the command
+    too (``sessiondb migrate --db URL``)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if name in _GLOBAL_OPTIONS:
+            if "=" in arg:
+                front.append(arg)
+            else:
+                front.extend(argv[i : i + 2])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
 async def _run(args: argparse.Namespace, out: TextIO) -> None:
     handler: Handler = args.handler
-    async with SessionStore.open(args.db, args.namespace) as store:
+    store = await SessionStore.connect(args.db, args.namespace)
+    try:
+        if args.command not in _CREATES_DATABASE:
+            _require_existing(store)
         await handler(store, args, out)
+    finally:
+        await store.close()
 
 
-def _chain(exc: BaseException) -> str:
-    """The exception and its causes, one per line, on one screen."""
-    parts = [str(exc) or type(exc).__name__]
-    cause = exc.__cause__ or exc.__context__
-    while cause is not None and len(parts) < 6:
-        first_line = (str(cause).splitlines() or [""])[0]
-        parts.append(f"  caused by {type(cause).__name__}: {first_line}")
-        cause = cause.__cause__ or cause.__context__
-    return "\n".join(parts)
+def _require_existing(store: SessionStore) -> None:
+    """A read never creates a database: refuse a SQLite file that does not exist."""
+    url = store.settings.url
+    if url.get_backend_name() != "sqlite" or store.settings.is_memory:
+        return
+    path = Path(str(url.database))
+    if not path.exists():
+        raise ConfigurationError(
+            f"no database at {path}; run `sessiondb migrate` (with --db {path}) to create it"
+        )
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error and its first cause on one line."""
+    text = " ".join((str(exc) or type(exc).__name__).split())
+    cause = exc.__cause__
+    if cause is not None and not isinstance(cause, SessionDBError):
+        first = (str(cause).splitlines() or [""])[0]
+        text += f" (caused by {type(cause).__name__}: {first})"
+    return text
+
+
+def _timestamp(at: datetime) -> str:
+    """The one timestamp format of the CLI's output: ISO 8601 in UTC with a ``Z``,
+    as pydantic writes the models' timestamps."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 async def _migrate(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
@@ -178,7 +233,7 @@ def _record_json(r: Record) -> dict[str, Any]:
         "seq": r.seq,
         "kind": r.kind,
         "sessionId": r.session_id,
-        "createdAt": r.created_at.isoformat(),
+        "createdAt": _timestamp(r.created_at),
         "uuid": r.uuid,
         "data": body.to_wire() if hasattr(body, "to_wire") else body,
     }

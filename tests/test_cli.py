@@ -123,13 +123,19 @@ def test_errors_exit_non_zero_with_the_cause(
     db = tmp_path / "x.sqlite3"
     assert run("--db", str(db), "sessions", "list")[0] == 1
     assert "run `sessiondb migrate`" in capsys.readouterr().err
-    run("--db", str(db), "migrate")
+    assert not db.exists()  # a read never creates a database
+    run("sessions", "list", "--db", str(db))  # --db after the command works too
+    assert "run `sessiondb migrate`" in capsys.readouterr().err
+    run("migrate", "--db", str(db))
+    assert db.exists()
     assert run("--db", str(db), "sessions", "show", "not-an-id")[0] == 1
     assert "invalid session id 'not-an-id'" in capsys.readouterr().err
     assert run("--db", str(db), "sessions", "rm", "01J9Z3K7Q8R2V5X4W6Y0A1B2C3")[0] == 1
     assert "not found" in capsys.readouterr().err
     assert run("--db", "mysql://x/y", "sessions", "list")[0] == 1
-    assert "unsupported database 'mysql'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unsupported database 'mysql'" in err
+    assert len(err.strip().splitlines()) == 1  # one line, no traceback
 
 
 def test_python_dash_m_uses_sessiondb_url(tmp_path: Path) -> None:
