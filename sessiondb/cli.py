@@ -161,7 +161,8 @@ def _one_line(exc: BaseException) -> str:
     cause = exc.__cause__
     if cause is not None and not isinstance(cause, SessionDBError):
         first = (str(cause).splitlines() or [""])[0]
-        text += f" (caused by {type(cause).__name__}: {first})"
+        if first not in text:
+            text += f" (caused by {type(cause).__name__}: {first})"
     return text
 
 
