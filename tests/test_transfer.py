@@ -549,3 +549,87 @@ def test_cli_import_and_export(db_url: str, tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as usage:
         run("--db", db_url, "export", "--out", str(tmp_path / "none"))
     assert usage.value.code == 2
+
+
+# -- noumen ----------------------------------------------------------------------------------
+
+
+async def test_noumen_round_trips_through_the_database(store: SessionStore, tmp_path: Path) -> None:
+    from test_formats_noumen import SID, sample
+
+    source = tmp_path / "in" / f"{SID}.jsonl"
+    source.parent.mkdir()
+    source.write_text("".join(json.dumps(x) + "\n" for x in sample()))
+    report = await import_path(store, source)
+    assert report.failures == [] and report.created == 1 and report.records == 14
+    assert [str(b) for b in report.bad_lines] == [f"{source}:14: expected a JSON object, got list"]
+    (sid,) = report.session_ids
+    assert sid == session_id_for(store.namespace, f"noumen:{SID}")
+    info = await store.get_session(sid)
+    assert info.name == "Schema work"
+    # The compaction is applied: the summary, then what follows the boundary.
+    context = await store.context(sid)
+    assert "We listed two files." in context[0].text()
+    assert [m.role for m in context] == ["user", "user", "assistant"]
+    (out,) = await export_session(store, sid, tmp_path / "out", format="noumen")
+    assert out.name == source.name
+    assert json_lines(out) == json_lines(source)
+    again = await import_path(store, source)
+    assert (again.created, again.skipped, again.records) == (0, 1, 0)
+
+
+# -- a big file --------------------------------------------------------------------------------
+
+
+async def test_a_20000_line_file_is_imported_without_loading_it_whole(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    big = conversation(tmp_path / "big.jsonl", 10_000, padding=400)
+    small = conversation(tmp_path / "small.jsonl", 10_000, padding=0)
+    size = big.stat().st_size
+    assert size > 10_000_000
+
+    # The pure read streams. A reader keeps a few dozen bytes a line (the uuid tree a
+    # rewind needs), but no line's content: 8 MB more text in the same number of lines
+    # must not raise the peak by more than a tenth of that (a whole read: 8 MB more).
+    base, read_small = read_peak(small)
+    peak, read = read_peak(big)
+    assert read == read_small == 20_000
+    assert peak - base < (size - small.stat().st_size) / 10, (peak, base, size)
+
+    report = await import_path(store, big)
+    assert report.failures == [] and report.bad_lines == []
+    assert report.records == 20_000
+    (sid,) = report.session_ids
+    assert await scalar(store, "SELECT count(*) FROM sessiondb_records") == 20_000
+    assert (await store.get_session(sid)).last_seq == 20_000
+
+
+def conversation(path: Path, turns: int, padding: int) -> Path:
+    """A Claude Code file of ``2 * turns`` lines, each with ``padding`` more characters."""
+    fill = "x" * padding
+    with path.open("w") as out:
+        parent = None
+        for i in range(turns):
+            out.write(cc_user(f"u{i}", parent, f"question {i} {fill}") + "\n")
+            out.write(cc_assistant(f"a{i}", f"u{i}", f"answer {i} {fill}") + "\n")
+            parent = f"a{i}"
+    return path
+
+
+def read_peak(path: Path) -> tuple[int, int]:
+    """The tracemalloc peak of reading every record of ``path``, and the records read."""
+    import tracemalloc
+
+    from sessiondb.formats import read_path
+
+    tracemalloc.start()
+    try:
+        read = 0
+        for session in read_path(path):
+            for _ in session.records:
+                read += 1
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, read

@@ -22,9 +22,12 @@ from .base import (
 )
 from .claude_code import ClaudeCodeFormat, session_parts
 from .native import METADATA_FILE, SESSION_FILE, NativeFormat
+from .noumen import NoumenFormat
 from .pi import PiFormat
 
-FORMATS: dict[str, Format] = {f.name: f for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat())}
+FORMATS: dict[str, Format] = {
+    f.name: f for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat())
+}
 
 __all__ = [
     "FORMATS",

@@ -1,0 +1,391 @@
+"""noumen session files: ``{sessionId}.jsonl``, one entry a line.
+
+Each line holds ``type``, ``uuid``, ``parentUuid``, ``sessionId`` and ``timestamp``;
+``message`` lines and ``summary`` lines carry a chat-shape ``message`` (``content`` a
+string or a list of parts, an assistant's ``tool_calls``, ``tool`` role results with
+``tool_call_id``). What each line becomes:
+
+- a ``message`` line whose message is a user, assistant or tool message: a ``message``
+  record. The payload is the message in sessiondb's wire shape: content always a list
+  of blocks (a string becomes one text block; an ``image_url`` part holding a base64
+  data URL becomes an image block; other parts are kept as they are), each tool call a
+  ``toolCall`` block after the content, ``tool`` becomes ``toolResult`` and
+  ``tool_call_id`` becomes ``toolCallId``; other message fields stay as they are.
+  Under ``noumen`` it keeps what the wire shape cannot hold: the line without its
+  message (``line``), the role, how the content was written (``content``: ``string``,
+  ``null`` or ``absent``; a list when not set), whether ``tool_calls`` was there and
+  any tool call that is not exactly ``{id, type: "function", function: {name,
+  arguments}}`` with compact JSON arguments (``calls``, by index). A line whose
+  conversion would not give the same line back is kept as an entry instead.
+- a ``summary`` line whose message content is text: a ``compaction`` whose ``summary``
+  is that text and whose first kept record is itself (noumen loads only what follows
+  the last boundary); ``tokensBefore`` comes from the boundary line before it when that
+  line says (``tokensBefore`` or ``preTokens``). The ``compact-boundary`` line stays an
+  entry.
+- everything else (``system`` messages, ``custom-title``, ``metadata``, unknown types,
+  JSON that is not an object): an ``entry`` record, ``{"format": "noumen", "line": …}``;
+  a line that is not JSON keeps its text. A ``custom-title`` line names the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import jsoncodec
+from ..models import Record, SessionInfo, wire_message_error
+from .base import (
+    ImportedRecord,
+    ImportedSession,
+    Line,
+    UuidKeys,
+    bad_line,
+    dump_line,
+    entry_payload,
+    format_time,
+    own_entry_line,
+    parse_time,
+    raw_payload,
+    read_lines,
+    sniff_values,
+)
+
+NAME = "noumen"
+KEY = "noumen"
+_ROLES = {"user": "user", "assistant": "assistant", "tool": "toolResult"}
+_CHAT_ROLES = {wire: chat for chat, wire in _ROLES.items()}
+_TYPES = frozenset(("message", "compact-boundary", "summary", "custom-title", "metadata"))
+_DATA_URL = "data:"
+
+
+class NoumenFormat:
+    """noumen's ``{sessionId}.jsonl`` session files."""
+
+    name = NAME
+
+    def sniff(self, path: Path) -> bool:
+        if not path.is_file() or path.suffix != ".jsonl":
+            return False
+        values = [v for v in sniff_values(path) if isinstance(v, dict)]
+        if not values or any("recordType" in v or v.get("type") == "session" for v in values):
+            return False
+        # Claude Code's lines never say type "message"; pi's carry id/parentId, not uuid.
+        return any(
+            v.get("type") in _TYPES and ("uuid" in v or "sessionId" in v) for v in values
+        ) and any(v.get("type") in ("message", "compact-boundary", "summary") for v in values)
+
+    def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
+        session = ImportedSession(
+            key=f"{NAME}:{path.stem}", format=NAME, path=path, records=iter(())
+        )
+        session.details.metadata = {KEY: {"file": path.stem}}
+        session.records = _Reader(session, strict).records(path)
+        yield session
+
+    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        meta = (info.metadata or {}).get(KEY)
+        stem = meta.get("file") if isinstance(meta, dict) else None
+        writer = _Writer(session_id=stem if isinstance(stem, str) and stem else info.id)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"{writer.session_id}.jsonl"
+        with path.open("wb") as out:
+            for record in records:
+                for line in writer.lines(record):
+                    out.write(dump_line(line))
+        return [path]
+
+
+@dataclass
+class _Reader:
+    session: ImportedSession
+    strict: bool
+    keys: UuidKeys = field(default_factory=UuidKeys)
+    position: int = 0
+    tokens_before: int | None = None
+
+    def records(self, path: Path) -> Iterator[ImportedRecord]:
+        for line in read_lines(path):
+            yield self.record(line)
+            self.position += 1
+
+    def record(self, line: Line) -> ImportedRecord:
+        if line.error is not None:
+            bad_line(self.session, line, line.error, self.strict)
+            return ImportedRecord("entry", raw_payload(NAME, line))
+        value = line.value
+        if not isinstance(value, dict):
+            got = type(value).__name__
+            bad_line(self.session, line, f"expected a JSON object, got {got}", self.strict)
+            return ImportedRecord("entry", entry_payload(NAME, value))
+        at = parse_time(value.get("timestamp"))
+        parent = value.get("parentUuid") if isinstance(value.get("parentUuid"), str) else None
+        kind = value.get("type")
+        record: ImportedRecord | None = None
+        if kind == "message":
+            payload = _to_wire(value)
+            if payload is not None:
+                record = ImportedRecord("message", payload)
+        elif kind == "summary":
+            record = self.summary(value)
+        elif kind == "compact-boundary":
+            tokens = value.get("tokensBefore", value.get("preTokens"))
+            counted = isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0
+            self.tokens_before = tokens if counted else None
+        elif kind == "custom-title" and isinstance(value.get("title"), str):
+            self.session.details.name = value["title"]
+        if kind in ("message", "summary") and self.session.details.created_at is None:
+            self.session.details.created_at = at
+        if record is None:
+            record = ImportedRecord("entry", entry_payload(NAME, value))
+        return ImportedRecord(
+            record.kind,
+            record.payload,
+            uuid=self.keys.claim(value.get("uuid")),
+            parent_uuid=parent,
+            created_at=at,
+            first_kept=record.first_kept,
+        )
+
+    def summary(self, value: dict[str, Any]) -> ImportedRecord | None:
+        message = value.get("message")
+        if not isinstance(message, dict):
+            return None
+        content = message.get("content")
+        if isinstance(content, str):
+            text, form = content, "string"
+        elif (
+            isinstance(content, list)
+            and len(content) == 1
+            and content[0] == {"type": "text", "text": content[0].get("text")}
+            and isinstance(content[0]["text"], str)
+        ):
+            text, form = content[0]["text"], "part"
+        else:
+            return None
+        envelope = {
+            "line": {k: v for k, v in value.items() if k != "message"},
+            "message": {k: v for k, v in message.items() if k != "content"},
+            "content": form,
+        }
+        payload = {"summary": text, "tokensBefore": self.tokens_before or 0, KEY: envelope}
+        self.tokens_before = None
+        if jsoncodec.has_surrogate_key(payload):
+            return None
+        return ImportedRecord("compaction", payload, first_kept=self.position)
+
+
+# -- chat shape <-> wire shape ---------------------------------------------------------
+
+
+def _to_wire(value: dict[str, Any]) -> dict[str, Any] | None:
+    """The wire payload of a ``message`` line, or ``None`` when it would not round-trip."""
+    message = value.get("message")
+    if not isinstance(message, dict):
+        return None
+    role = message.get("role")
+    if not isinstance(role, str) or role not in _ROLES:
+        return None
+    envelope: dict[str, Any] = {"line": {k: v for k, v in value.items() if k != "message"}}
+    if role == "tool":
+        envelope["role"] = role
+    content = message.get("content", _ABSENT)
+    blocks: list[Any]
+    if content is _ABSENT:
+        blocks, envelope["content"] = [], "absent"
+    elif content is None:
+        blocks, envelope["content"] = [], "null"
+    elif isinstance(content, str):
+        blocks, envelope["content"] = [{"type": "text", "text": content}], "string"
+    elif isinstance(content, list):
+        blocks = [_part_to_block(part) for part in content]
+    else:
+        return None
+    if "tool_calls" in message:
+        calls = message["tool_calls"]
+        if role != "assistant" or not isinstance(calls, list):
+            return None
+        envelope["toolCalls"] = True
+        kept: dict[str, Any] = {}
+        for i, call in enumerate(calls):
+            block = _call_to_block(call)
+            if block is None:
+                return None
+            if _block_to_call(block) != call:
+                kept[str(i)] = call
+            blocks.append(block)
+        if kept:
+            envelope["calls"] = kept
+    payload: dict[str, Any] = {"role": _ROLES[role], "content": blocks}
+    for key, item in message.items():
+        if key in ("role", "content", "tool_calls"):
+            continue
+        if key == "tool_call_id" and role == "tool":
+            payload["toolCallId"] = item
+        elif key in payload or key == KEY:
+            return None
+        else:
+            payload[key] = item
+    payload[KEY] = envelope
+    if wire_message_error(payload) is not None or jsoncodec.has_surrogate_key(payload):
+        return None
+    if _to_chat(payload) != message:
+        return None
+    return payload
+
+
+_ABSENT = object()
+
+
+def _part_to_block(part: Any) -> Any:
+    if isinstance(part, dict) and part.get("type") == "image_url" and len(part) == 2:
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) and len(image) == 1 else None
+        if isinstance(url, str) and url.startswith(_DATA_URL) and ";base64," in url:
+            mime, data = url[len(_DATA_URL) :].split(";base64,", 1)
+            return {"type": "image", "data": data, "mimeType": mime}
+    return part
+
+
+def _block_to_part(block: dict[str, Any]) -> Any:
+    if block.get("type") == "image" and set(block) == {"type", "data", "mimeType"}:
+        url = f"{_DATA_URL}{block['mimeType']};base64,{block['data']}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    return block
+
+
+def _call_to_block(call: Any) -> dict[str, Any] | None:
+    if not isinstance(call, dict):
+        return None
+    function = call.get("function")
+    call_id = call.get("id")
+    if not isinstance(function, dict) or not isinstance(call_id, str):
+        return None
+    name = function.get("name")
+    if not isinstance(name, str):
+        return None
+    arguments: Any = function.get("arguments")
+    parsed: Any = None
+    if isinstance(arguments, str):
+        try:
+            parsed = jsoncodec.loads(arguments)
+        except ValueError:
+            parsed = None
+    elif isinstance(arguments, dict):
+        parsed = arguments
+    return {
+        "type": "toolCall",
+        "id": call_id,
+        "name": name,
+        "arguments": parsed if isinstance(parsed, dict) else {},
+    }
+
+
+def _block_to_call(block: dict[str, Any]) -> dict[str, Any]:
+    arguments = block.get("arguments")
+    return {
+        "id": block["id"],
+        "type": "function",
+        "function": {
+            "name": block["name"],
+            "arguments": jsoncodec.dumps(arguments if isinstance(arguments, dict) else {}),
+        },
+    }
+
+
+def _to_chat(payload: dict[str, Any]) -> dict[str, Any]:
+    """The chat-shape message of a wire payload (the reader's envelope when it has one)."""
+    envelope = payload.get(KEY)
+    envelope = envelope if isinstance(envelope, dict) else {}
+    role = envelope.get("role") or _CHAT_ROLES.get(payload.get("role", ""), "user")
+    blocks = [b for b in payload.get("content") or [] if isinstance(b, dict)]
+    calls = [b for b in blocks if b.get("type") == "toolCall"]
+    rest = [b for b in blocks if b.get("type") != "toolCall"]
+    message: dict[str, Any] = {"role": role}
+    form = envelope.get("content")
+    if form == "string":
+        message["content"] = rest[0].get("text", "") if rest else ""
+    elif form == "null":
+        message["content"] = None
+    elif form != "absent":
+        if KEY not in payload and rest and all(b.get("type") == "text" for b in rest):
+            # Written by another tool: chat clients expect a string here.
+            message["content"] = "\n".join(str(b.get("text", "")) for b in rest)
+        elif KEY not in payload and not rest and calls:
+            message["content"] = None
+        else:
+            message["content"] = [_block_to_part(b) for b in rest]
+    if calls or envelope.get("toolCalls"):
+        kept: dict[str, Any] = envelope["calls"] if isinstance(envelope.get("calls"), dict) else {}
+        message["tool_calls"] = [
+            kept.get(str(i)) or _block_to_call(block) for i, block in enumerate(calls)
+        ]
+    for key, item in payload.items():
+        if key in ("role", "content", KEY):
+            continue
+        if key == "toolCallId" and role == "tool":
+            message["tool_call_id"] = item
+        else:
+            message[key] = item
+    return message
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Writer:
+    session_id: str
+    last_uuid: str | None = None
+
+    def lines(self, record: Record) -> Iterator[Any]:
+        if record.kind == "message":
+            assert record.message is not None
+            payload = record.message.to_wire()
+            envelope = payload.get(KEY)
+            if isinstance(envelope, dict) and isinstance(envelope.get("line"), dict):
+                yield self.seen({**envelope["line"], "message": _to_chat(payload)})
+                return
+            for key in ("uuid", "parentUuid", "responseId", "claudeCode", "pi"):
+                payload.pop(key, None)
+            yield self.seen(self.envelope(record, "message", message=_to_chat(payload)))
+        elif record.kind == "compaction":
+            assert record.compaction is not None
+            summary = record.compaction.summary
+            wire = record.compaction.to_wire()
+            envelope = wire.get(KEY)
+            if isinstance(envelope, dict) and isinstance(envelope.get("line"), dict):
+                text: Any = summary
+                if envelope.get("content") == "part":
+                    text = [{"type": "text", "text": summary}]
+                message = {**(envelope.get("message") or {}), "content": text}
+                yield self.seen({**envelope["line"], "message": message})
+                return
+            boundary = self.envelope(record, "compact-boundary", uuid_suffix="-boundary")
+            boundary["tokensBefore"] = record.compaction.tokens_before
+            yield self.seen(boundary)
+            message = {"role": "user", "content": summary}
+            yield self.seen(self.envelope(record, "summary", message=message))
+        elif record.kind == "entry":
+            own, line = own_entry_line(NAME, record.entry)
+            if own:
+                yield self.seen(line)
+
+    def envelope(
+        self, record: Record, kind: str, uuid_suffix: str = "", **fields: Any
+    ) -> dict[str, Any]:
+        uuid = (record.uuid or f"{record.session_id}-{record.seq}") + uuid_suffix
+        return {
+            "type": kind,
+            "uuid": uuid,
+            "parentUuid": self.last_uuid,
+            "sessionId": self.session_id,
+            "timestamp": format_time(record.created_at),
+            **fields,
+        }
+
+    def seen(self, line: Any) -> Any:
+        if isinstance(line, dict) and isinstance(line.get("uuid"), str):
+            self.last_uuid = line["uuid"]
+        return line
