@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import jsoncodec
-from .models import Compaction, Message, TextContent
+from .models import Compaction, Message, Prune, TextContent
 from .rows import parse_messages
 
 # The spec's markers around a compaction summary (§7.4 step 3a, byte for byte): the
@@ -31,11 +31,14 @@ def summary_message(compaction: Compaction) -> Message:
 @dataclass(frozen=True)
 class ContextRows:
     """The context statement's rows, split: ``head`` is ``None`` when the session row was
-    absent (not found); payloads are the stored JSON texts, not yet parsed."""
+    absent (not found); payloads are the stored JSON texts, not yet parsed. ``seqs`` are
+    the messages' seqs, ``prunes`` the payloads of the live prune records."""
 
     head: int | None
     compaction: str | None
     messages: list[str]
+    seqs: list[int] = field(default_factory=list)
+    prunes: list[str] = field(default_factory=list)
 
 
 def split_rows(rows: Iterable[tuple[int, int, str | None]]) -> ContextRows:
@@ -43,32 +46,79 @@ def split_rows(rows: Iterable[tuple[int, int, str | None]]) -> ContextRows:
     head: int | None = None
     compaction: str | None = None
     messages: list[str] = []
+    seqs: list[int] = []
+    prunes: list[str] = []
     for part, seq, payload in rows:
         if part == 0:
             head = seq
         elif part == 1:
             compaction = payload
-        else:
+        elif part == 2:
             assert payload is not None
             messages.append(payload)
-    return ContextRows(head, compaction, messages)
+            seqs.append(seq)
+        else:
+            assert payload is not None
+            prunes.append(payload)
+    return ContextRows(head, compaction, messages, seqs, prunes)
 
 
 def to_messages(rows: ContextRows) -> list[Message]:
     """The messages the model should see, as models."""
     out = [] if rows.compaction is None else [_summary_of(rows.compaction)]
-    out.extend(parse_messages(rows.messages))
+    messages = parse_messages(rows.messages)
+    markers = prune_markers(rows.prunes)
+    if markers:
+        messages = [
+            pruned_message(m, markers[seq]) if seq in markers else m
+            for seq, m in zip(rows.seqs, messages, strict=True)
+        ]
+    out.extend(messages)
     return out
 
 
 def to_json(rows: ContextRows) -> str:
     """The messages the model should see, as one JSON array of wire-shape objects, built
-    from the stored texts without parsing them."""
+    from the stored texts; only pruned messages are parsed (to swap their content)."""
     parts = (
         [] if rows.compaction is None else [jsoncodec.dumps(_summary_of(rows.compaction).to_wire())]
     )
-    parts.extend(rows.messages)
+    markers = prune_markers(rows.prunes)
+    if markers:
+        parts.extend(
+            _pruned_json(payload, markers[seq]) if seq in markers else payload
+            for seq, payload in zip(rows.seqs, rows.messages, strict=True)
+        )
+    else:
+        parts.extend(rows.messages)
     return "[" + ",".join(parts) + "]"
+
+
+def prune_markers(payloads: Iterable[str]) -> dict[int, str]:
+    """Pruned seq → the marker that replaces its content, from prune payloads in seq
+    order (a later prune of the same seq wins)."""
+    markers: dict[int, str] = {}
+    for payload in payloads:
+        prune = Prune.model_validate(jsoncodec.loads(payload))
+        for seq in prune.seqs:
+            markers[seq] = prune.marker
+    return markers
+
+
+def pruned_content(marker: str) -> list[TextContent]:
+    """What a pruned tool result holds in the context: one text block, the marker."""
+    return [TextContent(text=marker)]
+
+
+def pruned_message(message: Message, marker: str) -> Message:
+    """``message`` with its content replaced by the marker; every other field kept."""
+    return message.model_copy(update={"content": pruned_content(marker)})
+
+
+def _pruned_json(payload: str, marker: str) -> str:
+    data = jsoncodec.loads(payload)
+    data["content"] = [block.to_wire() for block in pruned_content(marker)]
+    return jsoncodec.dumps(data)
 
 
 def _summary_of(payload: str) -> Message:

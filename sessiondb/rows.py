@@ -17,6 +17,7 @@ from .models import (
     Compaction,
     Message,
     Metrics,
+    Prune,
     Record,
     SessionInfo,
     Tombstone,
@@ -207,6 +208,8 @@ def _typed(kind: str, payload: str) -> dict[str, Any]:
         return {"compaction": Compaction.model_validate(data)}
     if kind == "tombstone":
         return {"tombstone": Tombstone.model_validate(data)}
+    if kind == "prune":
+        return {"prune": Prune.model_validate(data)}
     return {"entry": data}
 
 

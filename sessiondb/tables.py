@@ -122,7 +122,9 @@ records = Table(
     Column("payload", Text, nullable=False),
     PrimaryKeyConstraint("session_id", "seq"),
     ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
-    CheckConstraint("kind IN ('message', 'compaction', 'tombstone', 'entry')", name="kind"),
+    CheckConstraint(
+        "kind IN ('message', 'compaction', 'tombstone', 'entry', 'prune')", name="kind"
+    ),
     CheckConstraint("seq > 0", name="seq_positive"),
     UniqueConstraint("session_id", "uuid"),
     # The latest compaction and the tombstones of a session, found by index; the kept

@@ -9,9 +9,9 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..context import summary_message
+from ..context import pruned_message, summary_message
 from ..errors import (
     CompactionError,
     ConflictError,
@@ -19,10 +19,11 @@ from ..errors import (
     SessionDBError,
     SummarizerError,
 )
-from ..models import Compaction, Message, Record
+from ..models import Compaction, Message, Prune, Record
 from .files import format_file_ops
 from .plan import CompactionPlan, plan_compaction
 from .prompts import SPLIT_TURN_HEADING, SYSTEM_PROMPT, build_prompt
+from .prune import PRUNED_MARKER, plan_pruning
 from .serialize import serialize_messages
 from .settings import CompactionSettings, should_compact
 from .summarizers import Summarizer
@@ -32,7 +33,11 @@ if TYPE_CHECKING:
     from ..store import SessionStore
 
 EventType = Literal[
-    "compaction.start", "compaction.done", "compaction.failed", "compaction.disabled"
+    "compaction.start",
+    "compaction.pruned",
+    "compaction.done",
+    "compaction.failed",
+    "compaction.disabled",
 ]
 
 
@@ -42,7 +47,8 @@ class CompactionEvent:
     turns itself off for a session.
 
     ``reason`` is ``"manual"`` for :func:`compact` and ``"threshold"`` for
-    :func:`maybe_compact`; ``tokens_after`` is set on ``compaction.done``.
+    :func:`maybe_compact`; ``tokens_after`` is set on ``compaction.pruned`` (after the
+    pruning phase) and ``compaction.done``.
     """
 
     type: EventType
@@ -61,7 +67,10 @@ EventHook = Callable[[CompactionEvent], Awaitable[None] | None]
 class CompactionResult:
     """What :func:`compact` did.
 
-    ``compacted`` is false when there was nothing to compact (``reason`` says why).
+    ``compacted`` is true when a summary was written; false when pruning alone brought
+    the context under the threshold or there was nothing to compact (``reason`` says
+    which). ``pruned_seqs`` are the tool results the pruning phase replaced with a
+    marker (``prune_record`` the overlay it wrote, ``pruned_tokens`` what it freed).
     Token figures are estimates of the context before and after (``ceil(chars/4)`` or the
     tokenizer), so that they compare; ``summarized_tokens`` is what the record stores
     as ``tokens_before``. ``summarizer_seconds`` is the time spent in the summarizer,
@@ -80,14 +89,30 @@ class CompactionResult:
     record: Record | None = None
     summarizer_seconds: float = 0.0
     total_seconds: float = 0.0
+    pruned_seqs: tuple[int, ...] = ()
+    pruned_tokens: int = 0
+    prune_record: Record | None = None
+
+    @property
+    def pruned(self) -> bool:
+        """Whether the pruning phase wrote a prune overlay."""
+        return self.prune_record is not None
 
 
 @dataclass(frozen=True)
 class ContextSnapshot:
-    """The context as records: the compaction in force and the messages with seqs."""
+    """The context as records: the compaction in force and the messages with seqs
+    (pruned tool results showing their marker; ``pruned`` holds their seqs)."""
 
     previous: Record | None
     entries: list[tuple[int, Message]]
+    pruned: frozenset[int] = frozenset()
+
+    def with_pruned(self, seqs: tuple[int, ...], marker: str) -> ContextSnapshot:
+        """The snapshot after a prune of ``seqs`` (as the context will show it)."""
+        chosen = set(seqs)
+        entries = [(s, pruned_message(m, marker) if s in chosen else m) for s, m in self.entries]
+        return ContextSnapshot(self.previous, entries, self.pruned | chosen)
 
     @property
     def compaction(self) -> Compaction | None:
@@ -106,16 +131,22 @@ async def read_context(store: SessionStore, session_id: str) -> ContextSnapshot:
         SessionNotFoundError: no such session in this namespace.
     """
     records = await store.records(
-        session_id, include_superseded=False, kinds=("message", "compaction")
+        session_id, include_superseded=False, kinds=("message", "compaction", "prune")
     )
     previous: Record | None = None
     entries: list[tuple[int, Message]] = []
+    prunes: list[Prune] = []
     for record in records:
         if record.compaction is not None:
             previous = record
         elif record.message is not None:
             entries.append((record.seq, record.message))
-    return ContextSnapshot(previous, entries)
+        elif record.prune is not None:
+            prunes.append(record.prune)
+    snapshot = ContextSnapshot(previous, entries)
+    for prune in prunes:  # in seq order: a later marker wins, as in the context
+        snapshot = snapshot.with_pruned(tuple(prune.seqs), prune.marker)
+    return snapshot
 
 
 async def plan(
@@ -146,19 +177,31 @@ async def compact(
     tokenizer: Tokenizer | None = None,
     on_event: EventHook | None = None,
     reason: str = "manual",
+    prune: bool = True,
 ) -> CompactionResult:
-    """Summarise the older part of a session's context and append the overlay.
+    """Free context: prune old tool results, then summarise the older part of the
+    context unless pruning alone was enough.
 
-    Reads the context, plans the cut, calls the summarizer with no transaction open,
-    then appends a compaction record. Messages appended while the summarizer runs are
-    kept (they come after the cut). Nothing is written when anything fails.
+    Phase 1 (open-harness's pruning, skipped with ``prune=False``): the tool results
+    outside the newest ``settings.prune_protect_tokens`` tokens are replaced in the
+    context by a marker, with one prune record (``compaction.pruned`` event). When the
+    context was over ``settings.threshold`` (or ``reason`` is ``"threshold"``, as in
+    :func:`maybe_compact`) and pruning brings it to the threshold or below, it stops
+    there; a manual compaction of a context under the threshold goes on to summarise.
+
+    Phase 2: reads the context, plans the cut, calls the summarizer with no transaction
+    open, then appends a compaction record. Messages appended while the summarizer runs
+    are kept (they come after the cut). Nothing of phase 2 is written when anything
+    fails; a prune written in phase 1 stays (it is an overlay in its own right).
 
     Args:
         summarizer: ``await summarizer(system, prompt, max_tokens) -> str``.
         settings: default :class:`CompactionSettings()`.
         instructions: extra focus for the summary ("keep the schema changes").
         tokenizer: counts tokens instead of ``ceil(chars / 4)``.
-        on_event: called with ``compaction.start`` and ``compaction.done`` events.
+        on_event: called with ``compaction.start``, ``compaction.pruned`` (when phase 1
+            pruned something) and ``compaction.done`` events.
+        prune: run the pruning phase first (default); ``False`` only summarises.
 
     Raises:
         SummarizerError: the summarizer raised or returned no text.
@@ -173,21 +216,53 @@ async def compact(
         raise InvalidInputError(f"instructions must be a string, got {type(instructions).__name__}")
     if not callable(summarizer):
         raise InvalidInputError(f"summarizer must be an async callable, got {summarizer!r}")
+    if not isinstance(prune, bool):
+        raise InvalidInputError(f"prune must be a bool, got {prune!r}")
     snapshot = await read_context(store, session_id)
+    tokens_before = estimate_tokens(snapshot.messages(), tokenizer)
+    pruning = _Pruning()
+    if prune:
+        pruning = await _prune(
+            store, session_id, snapshot, settings, tokenizer, on_event, reason, tokens_before
+        )
+        snapshot = pruning.snapshot or snapshot
+        # Over the threshold (or triggered by it), pruning that gets back under it is
+        # enough: open-harness's phase 2 is skipped. A manual compaction of a context
+        # under the threshold asked for a summary, so it gets one.
+        over = reason == "threshold" or tokens_before > settings.threshold
+        if pruning.record is not None and over and pruning.tokens_after <= settings.threshold:
+            return await _finish(
+                on_event,
+                session_id,
+                reason,
+                CompactionResult(
+                    compacted=False,
+                    reason=f"pruned: the context is at or under the threshold "
+                    f"({settings.threshold} tokens) without a summary",
+                    tokens_before=tokens_before,
+                    tokens_after=pruning.tokens_after,
+                    total_seconds=time.perf_counter() - started,
+                    **pruning.fields(),
+                ),
+            )
     the_plan = plan_compaction(snapshot.entries, snapshot.compaction, settings, tokenizer)
     if the_plan is None:
         tokens = estimate_tokens(snapshot.messages(), tokenizer)
-        return CompactionResult(
+        result = CompactionResult(
             compacted=False,
             reason=f"nothing to compact: the context fits in keep_recent_tokens "
             f"({settings.keep_recent_tokens}) or has no valid cut point",
-            tokens_before=tokens,
+            tokens_before=tokens_before,
             tokens_after=tokens,
             total_seconds=time.perf_counter() - started,
+            **pruning.fields(),
         )
-    await _emit(
-        on_event, CompactionEvent("compaction.start", session_id, reason, the_plan.tokens_before)
-    )
+        # A start event was sent when pruning ran: close it.
+        return await _finish(on_event, session_id, reason, result) if pruning.record else result
+    if pruning.record is None:
+        await _emit(
+            on_event, CompactionEvent("compaction.start", session_id, reason, tokens_before)
+        )
     summary_started = time.perf_counter()
     summary = await _summarise(summarizer, the_plan, settings, instructions)
     summarizer_seconds = time.perf_counter() - summary_started
@@ -217,8 +292,8 @@ async def compact(
     )
     result = CompactionResult(
         compacted=True,
-        reason="compacted",
-        tokens_before=the_plan.tokens_before,
+        reason="pruned and compacted" if pruning.record is not None else "compacted",
+        tokens_before=tokens_before,
         tokens_after=tokens_after,
         first_kept_seq=the_plan.first_kept_seq,
         summarized_tokens=the_plan.summarized_tokens,
@@ -228,11 +303,72 @@ async def compact(
         record=record,
         summarizer_seconds=summarizer_seconds,
         total_seconds=time.perf_counter() - started,
+        **pruning.fields(),
     )
+    return await _finish(on_event, session_id, reason, result)
+
+
+@dataclass(frozen=True)
+class _Pruning:
+    """What the pruning phase did: the record written (``None``: nothing pruned), the
+    snapshot as it now reads and the tokens after."""
+
+    record: Record | None = None
+    snapshot: ContextSnapshot | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        if self.record is None or self.record.prune is None:
+            return {}
+        return {
+            "pruned_seqs": tuple(self.record.prune.seqs),
+            "pruned_tokens": self.tokens_before - self.tokens_after,
+            "prune_record": self.record,
+        }
+
+
+async def _prune(
+    store: SessionStore,
+    session_id: str,
+    snapshot: ContextSnapshot,
+    settings: CompactionSettings,
+    tokenizer: Tokenizer | None,
+    on_event: EventHook | None,
+    reason: str,
+    tokens_before: int,
+) -> _Pruning:
+    """Phase 1: append a prune of the old tool results, if any would free tokens."""
+    the_plan = plan_pruning(snapshot.entries, settings.prune_protect_tokens, tokenizer)
+    seqs = tuple(s for s in the_plan.seqs if s not in snapshot.pruned)
+    if not seqs:
+        return _Pruning()
+    await _emit(on_event, CompactionEvent("compaction.start", session_id, reason, tokens_before))
+    after = snapshot.with_pruned(seqs, PRUNED_MARKER)
+    tokens_after = estimate_tokens(after.messages(), tokenizer)
+    try:
+        record = await store.append_prune(
+            session_id, seqs, marker=PRUNED_MARKER, tokens_freed=tokens_before - tokens_after
+        )
+    except InvalidInputError as exc:
+        # The plan was valid when read: the session changed since (a tombstone, a prune).
+        raise ConflictError(
+            f"session {session_id} changed while pruning was planned; nothing was written ({exc})"
+        ) from exc
+    await _emit(
+        on_event,
+        CompactionEvent("compaction.pruned", session_id, reason, tokens_before, tokens_after),
+    )
+    return _Pruning(record, after, tokens_before, tokens_after)
+
+
+async def _finish(
+    on_event: EventHook | None, session_id: str, reason: str, result: CompactionResult
+) -> CompactionResult:
     await _emit(
         on_event,
         CompactionEvent(
-            "compaction.done", session_id, reason, the_plan.tokens_before, tokens_after
+            "compaction.done", session_id, reason, result.tokens_before, result.tokens_after
         ),
     )
     return result
@@ -279,7 +415,13 @@ def breaker_for(store: SessionStore) -> CircuitBreaker:
 
 
 AutoStatus = Literal[
-    "not-needed", "disabled", "breaker-open", "nothing-to-compact", "compacted", "failed"
+    "not-needed",
+    "disabled",
+    "breaker-open",
+    "nothing-to-compact",
+    "pruned",
+    "compacted",
+    "failed",
 ]
 
 
@@ -289,7 +431,8 @@ class AutoCompactOutcome:
 
     ``status``: ``not-needed`` (under the threshold), ``disabled`` (settings),
     ``breaker-open`` (stopped after ``max_failures`` failures in a row),
-    ``nothing-to-compact``, ``compacted`` or ``failed`` (``error`` says why; after the
+    ``nothing-to-compact``, ``pruned`` (the pruning phase alone was enough),
+    ``compacted`` or ``failed`` (``error`` says why; after the
     last allowed failure ``breaker_open`` is true).
     """
 
@@ -381,6 +524,8 @@ async def maybe_compact(
             "failed", tokens, error=exc, failures=count, breaker_open=is_open, message=message
         )
     breaker.record_success(session_id)
+    if not result.compacted and result.pruned:
+        return AutoCompactOutcome("pruned", tokens, result=result, message=result.reason)
     if not result.compacted:
         return AutoCompactOutcome(
             "nothing-to-compact", tokens, result=result, message=result.reason
@@ -412,8 +557,8 @@ async def measure_context(
     """:func:`context_tokens` with how the figure was found.
 
     Reads back from the head in growing windows until the last assistant message that
-    reports usage; only when there is none since the latest compaction or tombstone
-    (usage before those describes a different context) is the whole context read.
+    reports usage; only when there is none since the latest overlay (compaction,
+    tombstone, prune) (usage before those describes a different context) is the whole context read.
     """
     info = await store.get_session(session_id)
     to_seq = info.last_seq
@@ -425,14 +570,14 @@ async def measure_context(
         records = await store.records(
             session_id,
             include_superseded=False,
-            kinds=("message", "compaction", "tombstone"),
+            kinds=("message", "compaction", "tombstone", "prune"),
             from_seq=from_seq,
             to_seq=to_seq,
         )
         read += len(records)
         for record in reversed(records):
             message = record.message
-            if message is None:  # a compaction or tombstone: earlier usage is stale
+            if message is None:  # an overlay: earlier usage is stale
                 return await _estimate_all(store, session_id, tokenizer, read)
             if message.role == "assistant":
                 reported = usage_tokens(message.usage)
