@@ -1,0 +1,76 @@
+"""Migration 0002 (record kind ``prune``) over a database that already holds data from
+0001, on both backends: the rows are kept, the new kind is accepted after, other kinds
+are still refused, and the downgrade drops the prune records only."""
+
+from __future__ import annotations
+
+import pytest
+import sql_helpers as sql
+from overlay_helpers import assistant, raw_records, result, session_with, user
+from test_migrations import schema_state
+
+from sessiondb import SessionDBError, SessionStore
+from sessiondb import migrate as migrations
+from sessiondb.tables import RECORDS
+
+
+async def test_upgrade_from_0001_keeps_the_data_and_accepts_prune(empty_db_url: str) -> None:
+    async with SessionStore.open(empty_db_url) as store:
+        await store.migrate("0001")
+        sid = await session_with(
+            store,
+            [user("q"), assistant("call", ["c1"]), result("c1", "x" * 300), assistant("a")],
+        )
+        await store.append(sid, [{"role": "user", "content": "\u0000 and \ud800", "uuid": "u-1"}])
+        await store.tombstone(sid, 5)
+        await store.append_compaction(sid, summary="S", first_kept_seq=2)
+        child = await store.fork(sid)
+        before = await raw_records(store)
+        context_before = await store.context(child.id)
+        # 0001 refuses the kind.
+        with pytest.raises(SessionDBError):
+            await store.append_prune(sid, [3])
+        assert await raw_records(store) == before
+
+        await store.migrate()
+        assert await raw_records(store) == before
+        assert await store.context(child.id) == context_before
+        info = await store.get_session(sid)
+        assert info.last_seq == 7 and info.message_count == 5
+
+        prune = await store.append_prune(child.id, [3], marker="[gone]")
+        assert [m.text() for m in await store.context(child.id)][2] == "[gone]"
+        # The constraint still refuses unknown kinds, the key and the uuid index hold.
+        with pytest.raises(Exception, match=r"(?i)check|constraint"):
+            await sql.execute(
+                store,
+                f"INSERT INTO {RECORDS} (session_id, seq, kind, created_at, size, payload) "
+                f"VALUES ('{sid}', 99, 'bogus', '2026-01-01T00:00:00', 2, '{{}}')",
+            )
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+            await sql.execute(
+                store,
+                f"INSERT INTO {RECORDS} (session_id, seq, kind, created_at, size, payload, uuid) "
+                f"VALUES ('{sid}', 98, 'entry', '2026-01-01T00:00:00', 2, '{{}}', 'u-1')",
+            )
+        # Deleting a session still cascades to its records (the foreign key survived).
+        await store.delete_session(child.id)
+        assert {s for s, _ in await raw_records(store)} == {sid}
+        assert prune.seq not in {q for _, q in await raw_records(store)}
+
+    _, diff, versions = await schema_state(empty_db_url)
+    assert diff == [] and versions == ["0002"]
+
+
+async def test_downgrade_to_0001_drops_prune_records_only(empty_db_url: str) -> None:
+    async with SessionStore.open(empty_db_url) as store:
+        await store.migrate()
+        sid = await session_with(store, [user("q"), assistant("c", ["c1"]), result("c1")])
+        await store.append_prune(sid, [3])
+        before = await raw_records(store)
+        await sql.run_sync(store, lambda conn: migrations.run_sync(conn, "downgrade", "0001"))
+        after = await raw_records(store)
+        assert after == {k: v for k, v in before.items() if k != (sid, 4)}
+        assert [m.text() for m in await store.context(sid)][2] == "result c1"
+    _, _, versions = await schema_state(empty_db_url)
+    assert versions == ["0001"]
