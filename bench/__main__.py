@@ -31,6 +31,8 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     5: ("list sessions", figures.listing, BOTH),
     6: ("fork", figures.fork, BOTH),
     7: ("contended appends", contention.contended_appends, ("postgres",)),
+    8: ("import a Claude Code directory", figures.import_files, BOTH),
+    9: ("export it again", figures.export_files, BOTH),
 }
 
 FLOORS = """\
@@ -48,7 +50,11 @@ floors (the bare driver on the same tables, same run):
   5  the first page (and the first page as a bare SELECT)
   6  a fork of a 10-record session
   7  the same writers sending the one-statement bump-and-insert through asyncpg
-     (Postgres only: SQLite has one writer at a time by design)"""
+     (Postgres only: SQLite has one writer at a time by design)
+  8  parsing the same lines with orjson, then COPY (asyncpg) / executemany (sqlite3) of
+     a session row per file and a record per line (the line as payload, its uuids)
+  9  SELECT session_id, payload of every record in order, each payload written as a
+     line, a file per session"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -139,3 +139,43 @@ def write_jsonl(path: Path, messages: list[dict[str, Any]], first_kept_seq: int)
             "tokensBefore": 123_456,
         }
         f.write(orjson.dumps(compaction) + b"\n")
+
+
+def claude_code_dir(directory: Path, files: int, lines: int, seed: int, corpus: Corpus) -> int:
+    """A Claude Code project directory: ``files`` transcripts of ``lines`` lines in all
+    (user and assistant lines alternating, text blocks of varied length); returns the
+    lines written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(f"claude-code-{seed}-{files}-{lines}")
+    per_file = [lines // files + (1 if i < lines % files else 0) for i in range(files)]
+    for index, n in enumerate(per_file):
+        write_claude_code(directory / f"session-{index:05d}.jsonl", n, rng, corpus)
+    return sum(per_file)
+
+
+def write_claude_code(path: Path, lines: int, rng: random.Random, corpus: Corpus) -> None:
+    """One Claude Code transcript of ``lines`` lines."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    stem = path.stem
+    parent: str | None = None
+    with path.open("wb") as f:
+        for i in range(lines):
+            uuid = f"{stem}-{i:07d}"
+            role = "user" if i % 2 == 0 else "assistant"
+            message: dict[str, Any] = {
+                "role": role,
+                "content": [{"type": "text", "text": corpus.cut(rng, 40, 1600)}],
+            }
+            if role == "assistant":
+                message = {"id": f"msg-{uuid}", "model": "bench-model", **message}
+            line = {
+                "type": role,
+                "uuid": uuid,
+                "parentUuid": parent,
+                "sessionId": stem,
+                "timestamp": (start + timedelta(seconds=i)).isoformat(),
+                "cwd": "/project",
+                "message": message,
+            }
+            f.write(orjson.dumps(line) + b"\n")
+            parent = uuid

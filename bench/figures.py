@@ -1,4 +1,4 @@
-"""Figures 1-6: sessiondb's public API beside the bare-driver floor, on one backend.
+"""Figures 1-6, 8 and 9: sessiondb's public API beside the bare-driver floor, on one backend.
 
 Each figure runs in databases of its own (copies of the migrated template), so the
 figures do not see each other's rows. Figures 4 and 6 share the long session, which is
@@ -7,8 +7,12 @@ built once per backend.
 
 from __future__ import annotations
 
+import gc
 import itertools
+import random
+import shutil
 import statistics
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +23,7 @@ from sessiondb import SessionStore
 
 from . import data
 from .databases import BenchError, Database, Server
-from .floors import open_floor, replay_jsonl
+from .floors import ParsedFile, open_floor, parse_file, replay_jsonl
 from .report import Goal, Result
 from .sizes import Sizes, count
 from .timing import compare
@@ -355,3 +359,149 @@ async def fork(run: Run, server: Server) -> list[Result]:
         long_s, small_s = await compare(fork_long, fork_small, reps=s.fork_reps, warmup=3)
     name = f"6 fork {count(s.long_session)}-record vs {s.fork_small}-record session"
     return [Result(name, server.backend, long_s, small_s, Goal("<=", 1.5))]
+
+
+# -- 8, 9: import and export of a Claude Code directory ----------------------------------
+
+
+def claude_code_source(run: Run) -> tuple[Path, int]:
+    """The generated Claude Code directory of figures 8 and 9 (made once a run), and
+    its lines."""
+    s = run.sizes
+    directory = run.workdir / f"claude-code-{s.import_files}-{s.import_lines}"
+    if not directory.exists():
+        run.log(f"writing {s.import_files} Claude Code files, {count(s.import_lines)} lines")
+        data.claude_code_dir(directory, s.import_files, s.import_lines, run.seed, run.corpus)
+    return directory, s.import_lines
+
+
+def _parse_all(directory: Path) -> list[ParsedFile]:
+    return [parse_file(path) for path in sorted(directory.glob("*.jsonl"))]
+
+
+async def import_files(run: Run, server: Server) -> list[Result]:
+    s = run.sizes
+    source, total = claude_code_source(run)
+    warm = run.workdir / "claude-code-warm"
+    if not warm.exists():
+        data.claude_code_dir(warm, 2, 20, run.seed, run.corpus)
+    ours_db, bare_db = await server.fresh(), await server.fresh()
+    async with SessionStore.open(ours_db.url) as store:
+        floor = await open_floor(bare_db)
+        try:
+            await store.list_sessions(limit=1)
+            await floor.first_page(NAMESPACE, 1)
+
+            async def ours(path: Path, lines: int) -> float:
+                await server.clear(ours_db)
+                start = perf_counter()
+                report = await store.import_path(path, format="claude-code")
+                elapsed = perf_counter() - start
+                if report.failures or report.records != lines:
+                    raise BenchError(f"import_path: {report.records} records, {report.failures}")
+                return elapsed
+
+            async def bare(path: Path, lines: int) -> float:
+                await server.clear(bare_db)
+                start = perf_counter()
+                written = await floor.load_lines(_parse_all(path), NAMESPACE)
+                elapsed = perf_counter() - start
+                if written != lines:
+                    raise BenchError(f"the floor wrote {written} records, not {lines}")
+                return elapsed
+
+            await ours(warm, 20)
+            await bare(warm, 20)
+            ours_times, bare_times = [], []
+            for _ in range(s.import_reps):
+                ours_times.append(await ours(source, total))
+                bare_times.append(await bare(source, total))
+            await server.clear(ours_db)
+            peaks = [await _import_peak(run, store, lines) for lines in _big_sizes(s)]
+        finally:
+            await floor.close()
+    for db in (ours_db, bare_db):
+        await server.drop(db)
+    ours_s, bare_s = statistics.median(ours_times), statistics.median(bare_times)
+    run.log(
+        f"{server.backend}: import {total / ours_s:,.0f} records/s, "
+        f"floor {total / bare_s:,.0f} records/s"
+    )
+    run.log(
+        f"{server.backend}: peak memory importing one file: "
+        + ", ".join(f"{mb:.1f} MB file: {peak:.1f} MB" for mb, peak in peaks)
+    )
+    name = f"8 import {s.import_files} Claude Code files, {count(total)} lines"
+    return [Result(name, server.backend, ours_s, bare_s, Goal("<=", 2))]
+
+
+def _big_sizes(s: Sizes) -> list[int]:
+    return [s.big_file_lines // 2, s.big_file_lines]
+
+
+async def _import_peak(run: Run, store: SessionStore, lines: int) -> tuple[float, float]:
+    """(file MB, tracemalloc peak MB) of importing one ``lines``-line file."""
+    path = run.workdir / f"big-{lines}.jsonl"
+    if not path.exists():
+        data.write_claude_code(path, lines, random.Random(run.seed), run.corpus)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        report = await store.import_path(path, format="claude-code")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    if report.records != lines:
+        raise BenchError(f"import_path of the big file: {report.records} records")
+    return path.stat().st_size / 1e6, peak / 1e6
+
+
+async def export_files(run: Run, server: Server) -> list[Result]:
+    s = run.sizes
+    source, total = claude_code_source(run)
+    ours_db, bare_db = await server.fresh(), await server.fresh()
+    out = run.workdir / "export"
+    async with SessionStore.open(ours_db.url) as store:
+        floor = await open_floor(bare_db)
+        try:
+            report = await store.import_path(source, format="claude-code")
+            await floor.load_lines(_parse_all(source), NAMESPACE)
+            await server.settle(ours_db)
+            await server.settle(bare_db)
+
+            async def ours() -> float:
+                shutil.rmtree(out, ignore_errors=True)
+                start = perf_counter()
+                written = await store.export_all(out, format="claude-code")
+                elapsed = perf_counter() - start
+                if len(written) != len(report.session_ids):
+                    raise BenchError(f"export_all wrote {len(written)} sessions")
+                return elapsed
+
+            async def bare() -> float:
+                shutil.rmtree(out, ignore_errors=True)
+                start = perf_counter()
+                lines = await floor.dump(out)
+                elapsed = perf_counter() - start
+                if lines != total:
+                    raise BenchError(f"the floor wrote {lines} lines, not {total}")
+                return elapsed
+
+            await ours()
+            await bare()
+            ours_times, bare_times = [], []
+            for _ in range(s.import_reps):
+                ours_times.append(await ours())
+                bare_times.append(await bare())
+        finally:
+            await floor.close()
+            shutil.rmtree(out, ignore_errors=True)
+    for db in (ours_db, bare_db):
+        await server.drop(db)
+    ours_s, bare_s = statistics.median(ours_times), statistics.median(bare_times)
+    run.log(
+        f"{server.backend}: export {total / ours_s:,.0f} records/s, "
+        f"floor {total / bare_s:,.0f} records/s"
+    )
+    name = f"9 export {s.import_files} Claude Code files, {count(total)} lines"
+    return [Result(name, server.backend, ours_s, bare_s, Goal("<=", 2))]

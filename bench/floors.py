@@ -9,6 +9,7 @@ no models, one statement where one will do.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -123,6 +124,57 @@ SELECT * FROM sessiondb_sessions WHERE namespace = $1
 """
 
 
+# -- importing and exporting transcripts (figures 8 and 9) ------------------------------
+
+LINE_COLUMNS = (*RECORD_COLUMNS, "uuid", "parent_uuid")
+PG_DUMP = "SELECT session_id, payload FROM sessiondb_records ORDER BY session_id, seq"
+SQLITE_INSERT_LINE = (
+    f"INSERT INTO sessiondb_records ({', '.join(LINE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(LINE_COLUMNS))})"
+)
+
+ParsedFile = list[dict[str, Any]]
+
+
+def parse_file(path: Path) -> ParsedFile:
+    """Every line of a transcript parsed with orjson, the codec sessiondb reads with."""
+    with path.open("rb") as f:
+        return [orjson.loads(line) for line in f if line.strip()]
+
+
+def _file_rows(
+    files: Sequence[ParsedFile], namespace: str, at: Any
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A session row per file and a record per line: the whole line as the payload
+    (sessiondb keeps as much: the message and the line around it), its uuids."""
+    session_rows = []
+    record_rows: list[tuple[Any, ...]] = []
+    for lines in files:
+        messages = [line["message"] for line in lines]
+        row = _session_row(messages, None, namespace, at)
+        session_rows.append(row)
+        for seq, line in enumerate(lines, start=1):
+            payload = orjson.dumps(line).decode()
+            role = line["message"]["role"]
+            record_rows.append(
+                (row[0], seq, "message", role, at, None, len(payload), payload,
+                 line["uuid"], line["parentUuid"])
+            )  # fmt: skip
+    return session_rows, record_rows
+
+
+def _write_lines(out_dir: Path, rows: Any) -> int:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for session_id, group in itertools.groupby(rows, key=lambda r: r[0]):
+        with (out_dir / f"{session_id}.jsonl").open("w") as out:
+            for _, payload in group:
+                out.write(payload)
+                out.write("\n")
+                written += 1
+    return written
+
+
 class PostgresFloor:
     """One asyncpg connection; statements are prepared once and cached by asyncpg."""
 
@@ -176,6 +228,24 @@ class PostgresFloor:
                 "sessiondb_records", records=record_rows, columns=RECORD_COLUMNS
             )
         return len(record_rows)
+
+    async def load_lines(self, files: Sequence[ParsedFile], namespace: str) -> int:
+        """COPY the sessions and records of parsed transcripts in one transaction."""
+        session_rows, record_rows = _file_rows(files, namespace, datetime.now(UTC))
+        async with self.conn.transaction():
+            await self.conn.copy_records_to_table(
+                "sessiondb_sessions", records=session_rows, columns=SESSION_COLUMNS
+            )
+            await self.conn.copy_records_to_table(
+                "sessiondb_records", records=record_rows, columns=LINE_COLUMNS
+            )
+        return len(record_rows)
+
+    async def dump(self, out_dir: Path) -> int:
+        """SELECT every record in order and write each payload as a line, a file per
+        session; returns the lines written."""
+        rows = await self.conn.fetch(PG_DUMP)
+        return _write_lines(out_dir, ((r[0], r[1]) for r in rows))
 
     async def kept_messages(self, session_id: str, first_kept_seq: int) -> list[Any]:
         return list(await self.conn.fetch(PG_KEPT, session_id, first_kept_seq))
@@ -317,6 +387,25 @@ class SQLiteFloor:
             raise
         conn.execute("COMMIT")
         return len(record_rows)
+
+    async def load_lines(self, files: Sequence[ParsedFile], namespace: str) -> int:
+        """Insert the sessions and records of parsed transcripts in one transaction."""
+        session_rows, record_rows = _file_rows(files, namespace, _sqlite_now())
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(SQLITE_INSERT_SESSION, session_rows)
+            conn.executemany(SQLITE_INSERT_LINE, record_rows)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return len(record_rows)
+
+    async def dump(self, out_dir: Path) -> int:
+        """SELECT every record in order and write each payload as a line, a file per
+        session; returns the lines written."""
+        return _write_lines(out_dir, self.conn.execute(PG_DUMP))
 
     async def kept_messages(self, session_id: str, first_kept_seq: int) -> list[Any]:
         return self.conn.execute(SQLITE_KEPT, (session_id, first_kept_seq)).fetchall()

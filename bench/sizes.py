@@ -39,6 +39,12 @@ class Sizes:
     contended_appends: int
     contended_sessions: int
     contended_reps: int
+    # 8, 9. import and export of a generated Claude Code directory: files, lines in all,
+    # timed runs per side; the big file whose import's peak memory is logged (lines)
+    import_files: int
+    import_lines: int
+    import_reps: int
+    big_file_lines: int
 
 
 FULL = Sizes(
@@ -66,6 +72,10 @@ FULL = Sizes(
     contended_appends=50,
     contended_sessions=1000,
     contended_reps=5,
+    import_files=200,
+    import_lines=100_000,
+    import_reps=3,
+    big_file_lines=100_000,
 )
 
 # The deep page (200 x 50) still lies inside 20k sessions; the long session is 20k
@@ -86,6 +96,9 @@ QUICK = replace(
     fork_reps=30,
     contended_appends=20,
     contended_reps=3,
+    import_lines=20_000,
+    import_reps=3,
+    big_file_lines=20_000,
 )
 
 # Only proves that every figure still runs (the smoke test): seconds, not a measurement.
@@ -110,6 +123,10 @@ TINY = replace(
     contended_appends=2,
     contended_sessions=20,
     contended_reps=1,
+    import_files=20,
+    import_lines=1000,
+    import_reps=1,
+    big_file_lines=400,
 )
 
 
