@@ -39,7 +39,7 @@ from .errors import InvalidInputError, InvalidSessionIdError, SessionDBError
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
 from .ids import check_session_id
-from .models import Compaction, Tombstone, wire_message
+from .models import Compaction, Prune, Tombstone, wire_message
 from .rows import HeadDelta, NewRecord
 from .tables import records, sessions
 from .validation import column_text, to_json
@@ -601,6 +601,16 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
             parent_uuid=_column(record.parent_uuid),
             target_seq=target,
         )
+    if record.kind == "prune":
+        _check(Prune, payload, where)
+        if not all(1 <= s < seq for s in payload["seqs"]):
+            raise InvalidInputError(f"{where}: a prune names seqs outside 1..{seq - 1}")
+        return NewRecord(
+            kind="prune",
+            payload=to_json(payload, where),
+            uuid=uuid,
+            parent_uuid=_column(record.parent_uuid),
+        )
     if record.kind != "entry":
         raise InvalidInputError(f"{where}: unknown record kind {record.kind!r}")
     return NewRecord(
@@ -611,7 +621,9 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
     )
 
 
-def _check(model: type[Compaction] | type[Tombstone], wire: dict[str, Any], where: str) -> None:
+def _check(
+    model: type[Compaction] | type[Tombstone] | type[Prune], wire: dict[str, Any], where: str
+) -> None:
     try:
         model.model_validate(wire)
     except ValidationError as exc:

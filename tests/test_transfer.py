@@ -633,3 +633,31 @@ def read_peak(path: Path) -> tuple[int, int]:
     finally:
         tracemalloc.stop()
     return peak, read
+
+
+async def test_a_prune_record_survives_the_native_round_trip(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    sid = (await store.create_session()).id
+    await store.append(
+        sid,
+        [
+            {"role": "user", "content": "read a"},
+            {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {}}],
+            },
+            {"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text", "text": "x"}]},
+            {"role": "assistant", "content": "done"},
+        ],
+    )
+    await store.append_prune(sid, [3], marker="[pruned]")
+    before = await store.records(sid, include_tombstoned=True)
+    context = await store.context(sid)
+    await export_session(store, sid, tmp_path, "native")
+    await store.delete_session(sid)
+    report = await import_path(store, tmp_path)
+    assert report.failures == [] and report.session_ids == [sid]
+    assert await store.records(sid, include_tombstoned=True) == before
+    assert await store.context(sid) == context
+    assert context[2].text() == "[pruned]"

@@ -34,7 +34,7 @@ from .. import jsoncodec
 from ..errors import ImportFormatError
 from ..models import Record, SessionInfo
 
-RecordKind = Literal["message", "compaction", "tombstone", "entry"]
+RecordKind = Literal["message", "compaction", "tombstone", "entry", "prune"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,8 @@ Lossless for everything sessiondb stores. Each line carries ``recordType``,
   ``modifiedFiles`` and extras, flattened.
 - ``tombstone`` (not in the spec): ``targetSeq``, ``reason`` and extras, flattened.
 - ``entry`` (not in the spec): a non-context record; its object under ``entry``.
+- ``prune`` (not in the spec): ``seqs``, ``marker`` and ``tokensFreed``, flattened; its
+  seqs name records of the lineage, numbered as stored.
 
 A payload holding one of the line's own keys is written nested instead, under the
 record type's name (``{"recordType": "message", …, "message": {…}}``). The record's
@@ -49,7 +51,7 @@ SESSION_FILE = "session.jsonl"
 METADATA_FILE = "metadata.json"
 SCHEMA_VERSION = 1
 _ENVELOPE = ("recordType", "schemaVersion", "seq", "timestamp", "recordUuid")
-_KINDS = ("message", "compaction", "tombstone", "entry")
+_KINDS = ("message", "compaction", "tombstone", "entry", "prune")
 _RESERVED = frozenset(_ENVELOPE + _KINDS)
 
 
@@ -109,6 +111,9 @@ def record_line(record: Record) -> dict[str, Any]:
         elif record.kind == "tombstone":
             assert record.tombstone is not None
             payload = record.tombstone.to_wire()
+        elif record.kind == "prune":
+            assert record.prune is not None
+            payload = record.prune.to_wire()
         else:
             line["entry"] = record.entry or {}
             return line
@@ -251,4 +256,13 @@ def _record(line: Line, base: int, position: int) -> ImportedRecord | str:
         return ImportedRecord(
             "tombstone", payload, uuid=record_uuid, created_at=at, target=target - base - 1
         )
+    if kind == "prune":
+        # Its seqs name records of the lineage, which a native import numbers as stored.
+        seqs = payload.get("seqs")
+        if not isinstance(seqs, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 0 < s <= base + position
+            for s in seqs
+        ):
+            return "prune needs a list of seqs before it"
+        return ImportedRecord("prune", payload, uuid=record_uuid, created_at=at)
     return ImportedRecord("entry", payload, uuid=record_uuid, created_at=at)
