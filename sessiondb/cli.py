@@ -380,7 +380,9 @@ def _load_summarizer(spec: str | None) -> Any:
 def _add_transfer_commands(commands: Any) -> None:
     imp = commands.add_parser("import", help="import session files (formats detected)")
     imp.add_argument("paths", nargs="+", metavar="PATH", help="files, session directories, trees")
-    imp.add_argument("--format", default="auto", help="auto (default), native, claude-code, pi or noumen")
+    imp.add_argument(
+        "--format", default="auto", help="auto (default), native, claude-code, pi or noumen"
+    )
     imp.add_argument(
         "--strict", action="store_true", help="a bad line fails its file (default: keep it)"
     )
@@ -391,7 +393,9 @@ def _add_transfer_commands(commands: Any) -> None:
     which.add_argument("ids", nargs="*", default=[], metavar="ID", help="sessions to export")
     which.add_argument("--all", action="store_true", help="every session of the namespace")
     exp.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
-    exp.add_argument("--format", default="native", help="native (default), claude-code, pi or noumen")
+    exp.add_argument(
+        "--format", default="native", help="native (default), claude-code, pi or noumen"
+    )
     exp.set_defaults(handler=_export)
 
 
