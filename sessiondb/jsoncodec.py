@@ -67,10 +67,11 @@ def _has_non_finite(value: Any) -> bool:
 
 
 def has_surrogate_key(value: Any) -> bool:
-    """Whether an object key anywhere in ``value`` holds a lone surrogate."""
+    """Whether an object key anywhere in ``value`` holds a lone surrogate, or is not a
+    string at all (the text would hold ``"1"`` where the value held ``1``)."""
     if isinstance(value, dict):
         return any(
-            (isinstance(k, str) and not _encodable(k)) or has_surrogate_key(v)
+            not isinstance(k, str) or not _encodable(k) or has_surrogate_key(v)
             for k, v in value.items()
         )
     if isinstance(value, list | tuple):

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from . import jsoncodec
 from .errors import InvalidInputError
 from .models import (
@@ -42,6 +44,7 @@ class NewRecord:
     target_seq: int | None = None
     first_kept_seq: int | None = None
     wire: dict[str, Any] | None = None
+    message: Message | None = None  # the model of ``wire``, validated before the write
 
     def append_values(self) -> tuple[Any, ...]:
         """The values of :data:`statements.APPEND_COLUMN_NAMES`."""
@@ -77,8 +80,8 @@ class NewRecord:
     def to_record(self, session_id: str, seq: int, at: datetime) -> Record:
         """The record as read back, without reading it back."""
         if self.kind == "message":
-            assert self.wire is not None
-            typed: dict[str, Any] = {"message": Message.model_validate(self.wire)}
+            assert self.message is not None
+            typed: dict[str, Any] = {"message": self.message}
         else:
             typed = _typed(self.kind, self.payload)
         return Record(
@@ -93,7 +96,12 @@ def message_record(item: Message | Mapping[str, Any], index: int) -> NewRecord:
     payload = to_json(wire, f"message {index}")
     if jsoncodec.is_exact_path(payload) and jsoncodec.has_surrogate_key(wire):
         # pydantic cannot hold such a key, so the message could never be read back.
-        raise InvalidInputError(f"message {index}: an object key holds a lone surrogate")
+        raise InvalidInputError(
+            f"message {index}: an object key is not a string or holds a lone surrogate"
+        )
+    # What a write accepts, every read reads back: the model a read will build, built
+    # now from the stored text, before anything is written.
+    message = read_back(payload, f"message {index}")
     return NewRecord(
         kind="message",
         payload=payload,
@@ -102,7 +110,25 @@ def message_record(item: Message | Mapping[str, Any], index: int) -> NewRecord:
         parent_uuid=_storable(wire.get("parentUuid")),
         tool_call_id=_storable(wire.get("toolCallId")),
         wire=wire,
+        message=message,
     )
+
+
+def read_back(payload: str, where: str) -> Message:
+    """The message a read of ``payload`` gives.
+
+    Raises:
+        InvalidInputError: no read could give one (a field of the wrong type, say
+            ``"tool_call_id": 1``, which the wire shape spells ``toolCallId``).
+    """
+    try:
+        return Message.model_validate(jsoncodec.loads(payload))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "message"
+        raise InvalidInputError(f"{where}: {field}: {first['msg']}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"{where}: cannot be read back: {exc}") from None
 
 
 def _storable(value: Any) -> str | None:

@@ -298,7 +298,10 @@ class SessionStore:
                 new = item if isinstance(item, NewSession) else NewSession.model_validate(item)
             except ValidationError as exc:
                 raise InvalidInputError(f"session {index}: {exc}") from exc
-            rows = [message_record(m, i) for i, m in enumerate(new.messages)]
+            try:
+                rows = [message_record(m, i) for i, m in enumerate(new.messages)]
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"session {index}: {exc}") from exc
             uuids = [r.uuid for r in rows if r.uuid is not None]
             if len(set(uuids)) != len(uuids):
                 raise InvalidInputError(f"session {index}: the same uuid appears twice")

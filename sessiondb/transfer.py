@@ -40,7 +40,7 @@ from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, g
 from .formats import _candidates as format_candidates
 from .ids import check_session_id
 from .models import Compaction, Prune, Tombstone, wire_message
-from .rows import HeadDelta, NewRecord
+from .rows import HeadDelta, NewRecord, read_back
 from .tables import records, sessions
 from .validation import column_text, to_json
 
@@ -561,7 +561,10 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         wire = wire_message(payload, where)
         text = to_json(wire, where)
         if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
-            raise InvalidInputError(f"{where}: an object key holds a lone surrogate")
+            raise InvalidInputError(
+                f"{where}: an object key is not a string or holds a lone surrogate"
+            )
+        read_back(text, where)  # what an import accepts, every read reads back
         return NewRecord(
             kind="message",
             payload=text,
