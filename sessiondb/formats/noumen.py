@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsoncodec
-from ..models import Record, SessionInfo, wire_message_error
+from ..models import Message, Record, SessionInfo, wire_message_error
 from .base import (
     ImportedRecord,
     ImportedSession,
@@ -58,6 +58,10 @@ _ROLES = {"user": "user", "assistant": "assistant", "tool": "toolResult"}
 _CHAT_ROLES = {wire: chat for chat, wire in _ROLES.items()}
 _TYPES = frozenset(("message", "compact-boundary", "summary", "custom-title", "metadata"))
 _DATA_URL = "data:"
+# The names a message payload's keys are read as (fields and their camelCase aliases).
+_MESSAGE_FIELDS = frozenset(
+    name for field, info in Message.model_fields.items() for name in (field, info.alias) if name
+)
 
 
 class NoumenFormat:
@@ -223,7 +227,10 @@ def _to_wire(value: dict[str, Any]) -> dict[str, Any] | None:
             continue
         if key == "tool_call_id" and role == "tool":
             payload["toolCallId"] = item
-        elif key in payload or key == KEY:
+        elif key in payload or key == KEY or key in _MESSAGE_FIELDS:
+            # A key that names a field of sessiondb's message (``tool_call_id`` on a
+            # user message, ``isError``) would be read as that field: keep the line as
+            # an entry instead.
             return None
         else:
             payload[key] = item
