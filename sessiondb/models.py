@@ -295,6 +295,18 @@ _BLOCK_FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
 }
 _OPTIONAL_STR = ("toolCallId", "toolName", "uuid", "parentUuid")
 _USAGE_INTS = ("input", "output", "cacheRead", "cacheWrite")
+# Python names of fields whose wire name differs: a model given a dict reads these too.
+_SNAKE_FIELDS = {
+    "tool_call_id": "toolCallId",
+    "tool_name": "toolName",
+    "is_error": "isError",
+    "parent_uuid": "parentUuid",
+}
+_SNAKE_USAGE = {
+    "cache_read": "cacheRead",
+    "cache_write": "cacheWrite",
+    "total_tokens": "totalTokens",
+}
 
 
 def wire_message_error(data: Any) -> str | None:
@@ -302,7 +314,7 @@ def wire_message_error(data: Any) -> str | None:
     if not isinstance(data, dict):
         return f"expected an object, got {type(data).__name__}"
     role = data.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         return f"role must be one of user, assistant, toolResult; got {role!r}"
     content = data.get("content")
     if isinstance(content, list):
@@ -316,6 +328,10 @@ def wire_message_error(data: Any) -> str | None:
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             return f"{key} must be a string, got {type(value).__name__}"
+    for key in _SNAKE_FIELDS.keys() & data.keys():
+        # The model would read it as its camelCase field, so the message would not come
+        # back as it was stored.
+        return f"{key} is the field {_SNAKE_FIELDS[key]}: use that name"
     if role == "toolResult" and not data.get("toolCallId"):
         return "a toolResult message needs the toolCallId of the call it answers"
     is_error = data.get("isError")
@@ -365,6 +381,8 @@ def _block_error(block: Any) -> str | None:
     kind = block.get("type")
     if not isinstance(kind, str):
         return "a block needs a string 'type'"
+    if kind == "image" and "mime_type" in block:
+        return "image block: mime_type is the field mimeType: use that name"
     for name, expected, required in _BLOCK_FIELDS.get(kind, ()):
         value = block.get(name)
         if value is None and not required and name not in block:
@@ -377,6 +395,8 @@ def _block_error(block: Any) -> str | None:
 def _usage_error(usage: Any) -> str | None:
     if not isinstance(usage, dict):
         return f"usage must be an object, got {type(usage).__name__}"
+    for key in _SNAKE_USAGE.keys() & usage.keys():
+        return f"usage.{key} is the field usage.{_SNAKE_USAGE[key]}: use that name"
     for key in _USAGE_INTS:
         value = usage.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool):

@@ -297,11 +297,11 @@ class SessionStore:
             try:
                 new = item if isinstance(item, NewSession) else NewSession.model_validate(item)
             except ValidationError as exc:
-                raise InvalidInputError(f"session {index}: {exc}") from exc
+                raise InvalidInputError(f"session {index}: {_first_error(exc)}") from None
             try:
-                rows = [message_record(m, i) for i, m in enumerate(new.messages)]
+                rows = [message_record(m, i, model=False) for i, m in enumerate(new.messages)]
             except InvalidInputError as exc:
-                raise InvalidInputError(f"session {index}: {exc}") from exc
+                raise InvalidInputError(f"session {index}: {exc}") from None
             uuids = [r.uuid for r in rows if r.uuid is not None]
             if len(set(uuids)) != len(uuids):
                 raise InvalidInputError(f"session {index}: the same uuid appears twice")
@@ -1102,6 +1102,14 @@ class SessionStore:
             return False
         window = await self._pair_window(tx, session_id, cut_after)
         return ctx.splits_tool_pair(window, cut_after)
+
+
+def _first_error(exc: ValidationError) -> str:
+    """A pydantic error as one line: where, then what."""
+    first = exc.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(p) for p in first["loc"])
+    return message if where == "messages" else f"{where}: {message}"
 
 
 def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:

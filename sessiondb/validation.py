@@ -31,6 +31,8 @@ def to_json(value: Any, what: str) -> str:
         return jsoncodec.dumps(value)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"{what} cannot be stored as JSON: {exc}") from exc
+    except RecursionError:
+        raise InvalidInputError(f"{what} is nested too deeply to store") from None
 
 
 def strict_int(value: Any, what: str, *, minimum: int | None = None) -> int:

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 import sql_helpers as sql
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sessiondb import InvalidInputError, Message, SessionStore
+from sessiondb import InvalidInputError, Message, SessionStore, jsoncodec
+from sessiondb.models import wire_message
 
 POISON: list[Any] = [
     {"role": "user", "content": "hi", "tool_call_id": 1},
@@ -61,3 +64,88 @@ async def test_a_mutated_message_model_is_checked_as_it_is_now(store: SessionSto
         await store.append(sid, message)
     assert await _rows(store) == 0
     assert await store.context(sid) == []
+
+
+# -- the wire checks accept only what the model reads back ------------------------------
+
+_NAMES = [
+    "role", "content", "toolCallId", "tool_call_id", "toolName", "tool_name", "isError",
+    "is_error", "uuid", "parentUuid", "parent_uuid", "usage", "extra",
+]  # fmt: skip
+_USAGE_NAMES = ["input", "output", "cacheRead", "cache_read", "cacheWrite", "totalTokens",
+                "total_tokens", "cost", "other"]  # fmt: skip
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
+    st.sampled_from(["user", "assistant", "toolResult", "system"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+_blocks = st.one_of(
+    _values,
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["text", "toolCall", "thinking", "image", "audio", 3])},
+        optional={
+            "text": _values,
+            "id": _values,
+            "name": _values,
+            "arguments": _values,
+            "thinking": _values,
+            "data": _values,
+            "mimeType": _values,
+            "mime_type": _values,
+        },
+    ),
+)
+_good_blocks = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=5)),
+    st.builds(
+        lambda i, a: {"type": "toolCall", "id": i, "name": "read", "arguments": a},
+        st.text(max_size=3),
+        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    ),
+    st.builds(lambda d, m: {"type": "image", "data": d, "mimeType": m}, st.text(), st.text()),
+)
+# Near-valid messages: a good role and content, then any of the fields (and their
+# Python names) with values of any type.
+_messages = st.builds(
+    lambda base, extra: {**base, **extra},
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "toolResult"]),
+            "content": st.one_of(st.text(max_size=5), st.lists(_good_blocks, max_size=3)),
+        },
+        optional={"toolCallId": st.text(min_size=1, max_size=3)},
+    ),
+    st.dictionaries(
+        st.sampled_from(_NAMES[2:]),
+        st.one_of(
+            _values,
+            st.lists(_blocks, max_size=3),
+            st.dictionaries(st.sampled_from(_USAGE_NAMES), _values, max_size=4),
+        ),
+        max_size=3,
+    ),
+) | st.dictionaries(
+    st.sampled_from(_NAMES),
+    st.one_of(_values, st.lists(_blocks, max_size=3)),
+    max_size=6,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_messages)
+def test_what_the_wire_checks_accept_every_read_reads_back(data: dict[str, Any]) -> None:
+    try:
+        wire = wire_message(data)
+        text = jsoncodec.dumps(wire)
+    except (InvalidInputError, ValueError):
+        return
+    message = Message.model_validate(jsoncodec.loads(text))  # must not raise
+    assert message.to_wire() == {
+        **jsoncodec.loads(text),
+        **({"content": message.to_wire()["content"]}),
+    }
