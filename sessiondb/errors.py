@@ -1,6 +1,10 @@
 """The exceptions sessiondb raises. Every one derives from :class:`SessionDBError`.
 
-A class's docstring is its default message.
+A class's docstring is its default message. ``retryable`` says whether the same call,
+made again unchanged, may succeed and cannot write anything twice: true only for a
+transient state of the database (busy, unreachable), never for a conflict of the
+caller's making or for bad input. An instance may override it (an append whose commit
+outcome is unknown is a :class:`DatabaseUnavailableError` that is not retryable).
 """
 
 from __future__ import annotations
@@ -8,6 +12,9 @@ from __future__ import annotations
 
 class SessionDBError(Exception):
     """A sessiondb operation failed."""
+
+    #: Whether making the same call again may succeed, and cannot store anything twice.
+    retryable: bool = False
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__class__.__doc__ or "").strip())
@@ -42,6 +49,8 @@ class ConflictError(SessionDBError):
 class BusyError(ConflictError):
     """The database is busy (a lock wait, a serialization failure, a deadlock); the
     operation wrote nothing and can be tried again."""
+
+    retryable = True
 
 
 class SeqConflictError(ConflictError):
@@ -120,6 +129,15 @@ class DatabaseError(SessionDBError):
 
 class DatabaseUnavailableError(DatabaseError):
     """The database could not be reached, or the connection to it was lost."""
+
+    retryable = True
+
+    def __init__(self, message: str | None = None, *, outcome_unknown: bool = False) -> None:
+        super().__init__(message)
+        #: The connection broke after a write was sent: it may or may not be stored.
+        self.outcome_unknown = outcome_unknown
+        if outcome_unknown:
+            self.retryable = False
 
 
 class CompactionError(SessionDBError):
