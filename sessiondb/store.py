@@ -4,10 +4,10 @@ maps the result to models. Which database is behind it is the backend's business
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -17,6 +17,7 @@ from . import jsoncodec, transfer
 from . import migrate as migrations
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
+from .backends.base import retrying
 from .compaction import engine as compaction
 from .compaction.engine import (
     AutoCompactOutcome,
@@ -33,6 +34,7 @@ from .config import ConnectOptions, Settings
 from .errors import (
     ConfigurationError,
     ConflictError,
+    DatabaseUnavailableError,
     HasChildrenError,
     InvalidInputError,
     RecordNotFoundError,
@@ -62,6 +64,8 @@ from .rows import (
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
 from .validation import column_text, to_json
+
+T = TypeVar("T")
 
 MAX_PAGE = 1000
 UUID_CONSTRAINT = "uq_sessiondb_records_session_id_uuid"
@@ -344,9 +348,12 @@ class SessionStore:
             for values, rows in batch
             for seq, row in enumerate(rows, start=1)
         ]
-        async with self._backend.transaction() as tx:
+
+        async def unit(tx: Transaction) -> None:
             await tx.insert(sessions, session_rows)
             await tx.insert(records, record_rows)
+
+        await self._transact(unit)
 
     async def get_session(self, session_id: str) -> SessionInfo:
         """The session's metadata and head.
@@ -419,7 +426,8 @@ class SessionStore:
             HasChildrenError: the session has forks and ``cascade`` is false.
         """
         check_session_id(session_id)
-        async with self._backend.transaction() as tx:
+
+        async def unit(tx: Transaction) -> list[str]:
             rows = await tx.fetch(q.subtree_ids(session_id, self.namespace))
             if not rows:
                 raise SessionNotFoundError(session_id, self.namespace)
@@ -428,7 +436,9 @@ class SessionStore:
                 raise HasChildrenError(session_id, [r["id"] for r in rows if r["depth"] == 1])
             for bound in q.delete_sessions(ids, self._flavour):
                 await tx.fetch(bound)
-        return ids
+            return ids
+
+        return await self._transact(unit)
 
     # -- appends --------------------------------------------------------------------
 
@@ -490,12 +500,37 @@ class SessionStore:
             return [r.to_record(session_id, first + i, at) for i, r in enumerate(rows)]
         for _attempt in range(3):
             try:
-                async with self._backend.transaction() as tx:
-                    return await self._append_in(tx, session_id, rows, expected_seq, uuids)
+                # Safe to run again whatever happened to an earlier attempt's COMMIT: the
+                # uuids it stored come back instead of being stored twice.
+                return await self._transact(
+                    lambda tx: self._append_in(tx, session_id, rows, expected_seq, uuids),
+                    outcome_unknown_ok=True,
+                )
             except IntegrityViolation as exc:
                 if exc.constraint != UUID_CONSTRAINT:
                     raise self._integrity(exc) from exc
         raise ConflictError(f"session {session_id}: uuids kept colliding with concurrent writers")
+
+    async def _transact(
+        self, unit: Callable[[Transaction], Awaitable[T]], *, outcome_unknown_ok: bool = False
+    ) -> T:
+        """``unit`` in one transaction; run again, whole, after a retryable failure (the
+        database was busy, or the connection broke before COMMIT: nothing was written).
+
+        ``outcome_unknown_ok``: the unit is idempotent (appends by uuid), so one whose
+        COMMIT outcome is unknown may run again too.
+        """
+
+        async def once() -> T:
+            try:
+                async with self._backend.transaction() as tx:
+                    return await unit(tx)
+            except DatabaseUnavailableError as exc:
+                if outcome_unknown_ok and exc.outcome_unknown:
+                    exc.retryable = True
+                raise
+
+        return await retrying(once)
 
     @staticmethod
     def _integrity(exc: IntegrityViolation) -> Exception:
@@ -678,7 +713,8 @@ class SessionStore:
             payload=to_json(compaction.to_wire(), "compaction"),
             first_kept_seq=first_kept_seq,
         )
-        async with self._backend.transaction() as tx:
+
+        async def unit(tx: Transaction) -> Record:
             head = await self._lock(tx, session_id)
             live = await self._live_messages(tx, session_id, first_kept_seq, first_kept_seq)
             if not live or live[0][0] != first_kept_seq:
@@ -691,7 +727,9 @@ class SessionStore:
                     f"first_kept_seq {first_kept_seq} would separate a tool call from its result"
                 )
             (record,) = await self._append_in(tx, session_id, [row], expected_seq, [])
-        return record
+            return record
+
+        return await self._transact(unit)
 
     # -- overlays: pruning (compaction's cheaper first phase) ------------------------
 
@@ -735,7 +773,8 @@ class SessionStore:
             )
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
         row = NewRecord(kind="prune", payload=to_json(prune.to_wire(), "prune"))
-        async with self._backend.transaction() as tx:
+
+        async def unit(tx: Transaction) -> Record:
             head = await self._lock(tx, session_id)
             results = await tx.fetch(
                 q.lineage_records(
@@ -765,7 +804,9 @@ class SessionStore:
                     f"already pruned in session {session_id}: seqs {_some(again)}"
                 )
             (record,) = await self._append_in(tx, session_id, [row], expected_seq, [])
-        return record
+            return record
+
+        return await self._transact(unit)
 
     async def tombstone(self, session_id: str, seq: int, reason: str | None = None) -> list[Record]:
         """Soft-delete the record ``seq`` of the session's lineage; returns the tombstones
@@ -785,7 +826,8 @@ class SessionStore:
         if not isinstance(seq, int) or isinstance(seq, bool) or not -(2**63) <= seq < 2**63:
             raise InvalidInputError(f"seq must be a 64-bit int, got {seq!r}")
         reason = column_text(reason, "reason")
-        async with self._backend.transaction() as tx:
+
+        async def unit(tx: Transaction) -> list[Record]:
             await self._lock(tx, session_id)
             target_rows = await self._lineage_rows(
                 tx, session_id, from_seq=seq, to_seq=seq, include_tombstoned=True
@@ -817,6 +859,8 @@ class SessionStore:
             if not rows:
                 return []
             return await self._append_in(tx, session_id, rows, None, [])
+
+        return await self._transact(unit)
 
     # -- files (sessiondb.transfer and sessiondb.formats do the work) ---------------
 
@@ -963,51 +1007,53 @@ class SessionStore:
         name = column_text(name, "name")
         child_id = new_session_id()
         now = _now()
+
+        async def unit(tx: Transaction) -> None:
+            found = await tx.fetch(q.get_session(session_id, self.namespace))
+            if not found:
+                raise SessionNotFoundError(session_id, self.namespace)
+            m = found[0]
+            head = int(m["last_seq"])
+            point = head if at_seq is None else at_seq
+            if not 0 <= point <= head:
+                raise InvalidInputError(
+                    f"at_seq must be an int in 0..{head} (the head of {session_id}), got {at_seq!r}"
+                )
+            if point < head and await self._splits_pair(tx, session_id, point):
+                raise InvalidInputError(
+                    f"at_seq {point} is between a tool call and its result; fork before "
+                    "the call or after the results"
+                )
+            at_head = point == head
+            values: dict[str, Any] = {
+                "id": child_id,
+                "namespace": self.namespace,
+                "name": name if name is not None else m["name"],
+                "created_at": now,
+                "last_message_at": utc(m["last_message_at"]) if at_head else now,
+                "model": m["model"],
+                "source": m["source"],
+                "cron_job_id": m["cron_job_id"],
+                "system_prompt_override": m["system_prompt_override"],
+                "metadata_json": m["metadata_json"],
+                **_ZERO_HEAD,
+                "last_seq": point,
+                "parent_id": None if detach else session_id,
+                "fork_seq": None if detach else point,
+            }
+            if at_head:
+                # O(1): the head's counters are the inherited history's. Mid-stream the
+                # message count is counted; token totals start from zero.
+                for key in _ZERO_HEAD:
+                    values[key] = m[key]
+            else:
+                values["message_count"] = await self._count_messages(tx, session_id, point)
+            await tx.fetch((q.insert_rows(sessions.name), values))
+            if detach and point > 0:
+                await tx.fetch(q.copy_lineage(session_id, self.namespace, child_id, point))
+
         try:
-            async with self._backend.transaction() as tx:
-                found = await tx.fetch(q.get_session(session_id, self.namespace))
-                if not found:
-                    raise SessionNotFoundError(session_id, self.namespace)
-                m = found[0]
-                head = int(m["last_seq"])
-                point = head if at_seq is None else at_seq
-                if not 0 <= point <= head:
-                    raise InvalidInputError(
-                        f"at_seq must be an int in 0..{head} (the head of {session_id}), "
-                        f"got {at_seq!r}"
-                    )
-                if point < head and await self._splits_pair(tx, session_id, point):
-                    raise InvalidInputError(
-                        f"at_seq {point} is between a tool call and its result; fork before "
-                        "the call or after the results"
-                    )
-                at_head = point == head
-                values: dict[str, Any] = {
-                    "id": child_id,
-                    "namespace": self.namespace,
-                    "name": name if name is not None else m["name"],
-                    "created_at": now,
-                    "last_message_at": utc(m["last_message_at"]) if at_head else now,
-                    "model": m["model"],
-                    "source": m["source"],
-                    "cron_job_id": m["cron_job_id"],
-                    "system_prompt_override": m["system_prompt_override"],
-                    "metadata_json": m["metadata_json"],
-                    **_ZERO_HEAD,
-                    "last_seq": point,
-                    "parent_id": None if detach else session_id,
-                    "fork_seq": None if detach else point,
-                }
-                if at_head:
-                    # O(1): the head's counters are the inherited history's. Mid-stream the
-                    # message count is counted; token totals start from zero.
-                    for key in _ZERO_HEAD:
-                        values[key] = m[key]
-                else:
-                    values["message_count"] = await self._count_messages(tx, session_id, point)
-                await tx.fetch((q.insert_rows(sessions.name), values))
-                if detach and point > 0:
-                    await tx.fetch(q.copy_lineage(session_id, self.namespace, child_id, point))
+            await self._transact(unit)
         except IntegrityViolation as exc:
             raise self._integrity(exc) from exc
         return await self.get_session(child_id)

@@ -8,7 +8,10 @@ Driver errors are classified here, at the boundary, into sessiondb's errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -17,6 +20,7 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.base import Executable
 
+from ..errors import SessionDBError
 from ..statements import Bound
 
 T = TypeVar("T")
@@ -45,7 +49,15 @@ class Transaction(Protocol):
 
 
 class Backend(Protocol):
-    """A database, as the store uses it."""
+    """A database, as the store uses it.
+
+    ``fetch`` retries transient failures itself; ``execute`` and ``append`` retry them
+    when nothing can have been written (the failure came before the commit, or the
+    database reported it rolled back), and otherwise raise a
+    :class:`~sessiondb.errors.DatabaseUnavailableError` with ``outcome_unknown``. A
+    ``transaction`` block cannot be re-run by the backend: its failures before COMMIT
+    are ``retryable`` and the store re-runs the block (:func:`retrying`).
+    """
 
     flavour: str  # "postgresql" or "sqlite": which shape of a few statements to build
 
@@ -82,6 +94,35 @@ class IntegrityViolation(Exception):
         super().__init__(detail)
         self.constraint = constraint
         self.detail = detail
+
+
+# Waits between attempts of a retried unit: up to 6 attempts, 1.55 s of waiting at most
+# (each wait jittered down to half, so that writers knocked over together spread out).
+# A server restart takes longer: then the caller gets the DatabaseUnavailableError.
+RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)
+# No new attempt starts this long after the first began (a connect that hangs until its
+# timeout is not tried again).
+RETRY_BUDGET = 2.0
+
+
+async def retrying(attempt: Callable[[], Awaitable[T]]) -> T:
+    """Run ``attempt`` until it succeeds or fails with an error that is not
+    ``retryable``, with exponential backoff, within :data:`RETRY_BUDGET`.
+
+    ``attempt`` must be a whole unit that either committed or wrote nothing when it
+    raises a retryable error; a unit whose commit outcome is unknown raises an error
+    that is not retryable (see :class:`sessiondb.errors.DatabaseUnavailableError`).
+    """
+    started = time.monotonic()
+    for delay in RETRY_DELAYS:
+        try:
+            return await attempt()
+        except SessionDBError as exc:
+            wait = delay * random.uniform(0.5, 1.0)
+            if not exc.retryable or time.monotonic() - started + wait > RETRY_BUDGET:
+                raise
+        await asyncio.sleep(wait)
+    return await attempt()
 
 
 @dataclass(frozen=True)

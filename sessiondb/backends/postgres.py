@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl as ssl_module
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Table
@@ -35,7 +35,7 @@ from ..errors import (
     SessionDBError,
     StoreClosedError,
 )
-from .base import Compiler, IntegrityViolation, Row
+from .base import Compiler, IntegrityViolation, Row, retrying
 
 T = TypeVar("T")
 
@@ -229,38 +229,75 @@ class PostgresBackend:
     async def fetch(self, bound: q.Bound) -> list[Row]:
         stmt, params = bound
         raw = self._compile(stmt)
-        pool = await self._get_pool()
-        try:
-            async with pool.acquire() as conn:
-                if self._wrap:
-                    async with conn.transaction():
-                        return list(await conn.fetch(raw.sql, *raw.args(params)))
-                return list(await conn.fetch(raw.sql, *raw.args(params)))
-        except Exception as exc:
-            raise translate(exc, self._where) from exc
+        args = raw.args(params)
+
+        async def run(conn: Any) -> list[Row]:
+            return list(await conn.fetch(raw.sql, *args))
+
+        return await retrying(lambda: self._once(run, write=False))
 
     async def execute(self, bound: q.Bound) -> list[Row]:
-        return await self.fetch(bound)  # one statement in autocommit is a transaction
+        stmt, params = bound
+        raw = self._compile(stmt)
+        args = raw.args(params)
+
+        async def run(conn: Any) -> list[Row]:
+            return list(await conn.fetch(raw.sql, *args))
+
+        # One statement in autocommit is a transaction of its own.
+        return await retrying(lambda: self._once(run, write=True))
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        compile = self._compile
+        return await retrying(
+            lambda: self._once(lambda conn: _append(conn, compile, head, rows), write=True)
+        )
+
+    async def _once(self, run: Callable[[Any], Awaitable[T]], *, write: bool) -> T:
+        """One attempt of one statement on a pooled connection.
+
+        A write whose connection broke after it was sent may have committed: its error is
+        not retryable (``outcome_unknown``). Before that (the pool could not connect), or
+        when the server answered with an error (it rolled the statement back), nothing
+        was written.
+        """
         pool = await self._get_pool()
+        sent = False
         try:
             async with pool.acquire() as conn:
+                if conn.is_closed():  # a pooled connection the server closed meanwhile
+                    raise self._asyncpg.ConnectionDoesNotExistError("stale pooled connection")
+                sent = True
                 if self._wrap:
                     async with conn.transaction():
-                        return await _append(conn, self._compile, head, rows)
-                return await _append(conn, self._compile, head, rows)
+                        return await run(conn)
+                return await run(conn)
         except Exception as exc:
-            raise translate(exc, self._where) from exc
+            raise self._translate(exc, unknown=write and sent) from exc
+
+    def _translate(self, exc: BaseException, *, unknown: bool) -> BaseException:
+        translated = translate(exc, self._where)
+        if unknown and isinstance(translated, DatabaseUnavailableError):
+            return DatabaseUnavailableError(
+                f"{translated}; the write was sent, so whether it was stored is unknown "
+                "(read the session before writing it again, or give messages a uuid: "
+                "then the retry returns the stored record)",
+                outcome_unknown=True,
+            )
+        return translated
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Transaction]:
         pool = await self._get_pool()
+        committing = False
         try:
             async with pool.acquire() as conn, conn.transaction():
                 yield _Transaction(conn, self._compile)
+                committing = True
         except Exception as exc:
-            raise translate(exc, self._where) from exc
+            # Before COMMIT nothing is stored, and the store re-runs the block on a
+            # retryable error; a connection lost during COMMIT leaves the outcome unknown.
+            raise self._translate(exc, unknown=committing) from exc
 
     async def run_sync(self, fn: Callable[[Connection], T], *, exclusive: bool = False) -> T:
         if self._closed:

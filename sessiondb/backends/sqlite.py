@@ -51,7 +51,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..tables import metadata, records
-from .base import Compiled, Compiler, IntegrityViolation, Row
+from .base import Compiled, Compiler, IntegrityViolation, Row, retrying
 
 T = TypeVar("T")
 
@@ -267,6 +267,9 @@ class SQLiteBackend:
         stmt, params = bound
         raw = self._compile(stmt)
         args = _bind_all(raw.args(params))
+        return await retrying(lambda: self._fetch_once(raw, args))
+
+    async def _fetch_once(self, raw: Compiled, args: list[Any]) -> list[Row]:
         self._check_open()
         try:
             if self._readers is None:
@@ -303,24 +306,27 @@ class SQLiteBackend:
         stmt, params = bound
         raw = self._compile(stmt)
         args = _bind_all(raw.args(params))
-        self._check_open()
-        try:
-            return await self._write_unit(
-                lambda conn: conn.execute(raw.sql, args).fetchall(), short=True
-            )
-        except Exception as exc:
-            raise translate(exc, self._path) from exc
+        return await self._write(lambda conn: conn.execute(raw.sql, args).fetchall(), short=True)
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         self._check_open()
         bump, insert = self._append_statements(head)
         short = sum(len(r[-1]) for r in rows) <= INLINE_WRITE_CHARS
-        try:
-            return await self._write_unit(
-                lambda conn: _append(conn, bump, insert, head, rows), short=short
-            )
-        except Exception as exc:
-            raise translate(exc, self._path) from exc
+        return await self._write(lambda conn: _append(conn, bump, insert, head, rows), short=short)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], *, short: bool) -> T:
+        """A write unit, retried while the database is busy: SQLite's commit either
+        happens or raises, and a unit that raised was rolled back, so a retry cannot
+        store anything twice."""
+
+        async def once() -> T:
+            self._check_open()
+            try:
+                return await self._write_unit(fn, short=short)
+            except Exception as exc:
+                raise translate(exc, self._path) from exc
+
+        return await retrying(once)
 
     def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled]:
         return (
@@ -458,10 +464,10 @@ def _run_open(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -
     """Run ``fn`` in the transaction just begun; commit, or roll back on any error."""
     try:
         result = fn(conn)
+        conn.execute("COMMIT")  # a COMMIT that fails (busy) leaves the transaction open
     except BaseException:
         _rollback(conn)
         raise
-    conn.execute("COMMIT")
     return result
 
 
