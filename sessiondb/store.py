@@ -426,6 +426,7 @@ class SessionStore:
             HasChildrenError: the session has forks and ``cascade`` is false.
         """
         check_session_id(session_id)
+        _check_bool(cascade, "cascade")
 
         async def unit(tx: Transaction) -> list[str]:
             rows = await tx.fetch(q.subtree_ids(session_id, self.namespace))
@@ -653,6 +654,11 @@ class SessionStore:
                 isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
             ):
                 raise InvalidInputError(f"{name} must be an int in 0..2**63-1, got {value!r}")
+        _check_bool(include_tombstoned, "include_tombstoned")
+        _check_bool(include_superseded, "include_superseded")
+        if kind_filter == ():
+            await self.get_session(session_id)  # raises when the session is missing
+            return []  # no kinds asked for: no records (and no empty IN list in SQL)
         bound = q.lineage_records(
             session_id,
             self.namespace,
@@ -1005,6 +1011,7 @@ class SessionStore:
         if at_seq is not None and (not isinstance(at_seq, int) or isinstance(at_seq, bool)):
             raise InvalidInputError(f"at_seq must be an int or None, got {at_seq!r}")
         name = column_text(name, "name")
+        _check_bool(detach, "detach")
         child_id = new_session_id()
         now = _now()
 
@@ -1156,6 +1163,11 @@ def _first_error(exc: ValidationError) -> str:
     message = str(first["msg"]).removeprefix("Value error, ")
     where = ".".join(str(p) for p in first["loc"])
     return message if where == "messages" else f"{where}: {message}"
+
+
+def _check_bool(value: object, name: str) -> None:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
 
 
 def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:

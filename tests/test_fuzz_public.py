@@ -147,3 +147,19 @@ def test_public_methods_succeed_or_change_nothing(db_url: str) -> None:
     finally:
         run(store.close())
         loop.close()
+
+
+async def test_found_by_fuzzing_empty_kinds_and_non_bool_flags(store: SessionStore) -> None:
+    from sessiondb import InvalidInputError
+
+    sid = (await store.create_session()).id
+    await store.append(sid, {"role": "user", "content": "hi"})
+    assert await store.records(sid, kinds=[]) == []
+    for kwargs in ({"include_tombstoned": 5}, {"include_superseded": "no"}):
+        with pytest.raises(InvalidInputError, match=next(iter(kwargs))):
+            await store.records(sid, **kwargs)
+    with pytest.raises(InvalidInputError, match="cascade"):
+        await store.delete_session(sid, cascade=1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="detach"):
+        await store.fork(sid, detach="yes")  # type: ignore[arg-type]
+    assert len(await store.records(sid)) == 1
