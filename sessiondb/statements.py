@@ -692,3 +692,49 @@ def _insert_from(row: Select[Any], head: CTE) -> Insert:
     # The data-modifying CTE must sit at the top of the statement (add_cte), not inside
     # the SELECT, where Postgres refuses it.
     return insert(records).from_select(list(order), row).add_cte(head).returning(records.c.seq)
+
+
+# -- export: every session of a namespace, in keyset batches ------------------------------
+
+
+def sessions_by_id(namespace: str, *, after: str | None, limit: int) -> Bound:
+    """A keyset page of the namespace's sessions in id order (export reads them all)."""
+    params: dict[str, Any] = {"ns": namespace, "limit": limit}
+    if after is not None:
+        params["after_id"] = after
+    return _sessions_by_id(after is not None), params
+
+
+@cache
+def _sessions_by_id(has_after: bool) -> Select[Any]:
+    s = sessions.c
+    stmt = select(sessions).where(s.namespace == NS)
+    if has_after:
+        stmt = stmt.where(s.id > bindparam("after_id", type_=Id))
+    return stmt.order_by(s.id).limit(bindparam("limit", type_=BigInteger()))
+
+
+def namespace_records(namespace: str, *, after: tuple[str, int] | None, limit: int) -> Bound:
+    """A keyset batch of the namespace's own records (not a fork's inherited ones), in
+    ``(session_id, seq)`` order, with the columns of :data:`RECORD_READ`; pass the last
+    row's ``(session_id, seq)`` as ``after`` for the next batch."""
+    params: dict[str, Any] = {"ns": namespace, "limit": limit}
+    if after is not None:
+        params["after_sid"], params["after_seq"] = after
+    return _namespace_records(after is not None), params
+
+
+@cache
+def _namespace_records(has_after: bool) -> Select[Any]:
+    r = records.c
+    # Driven by the records' primary key, the namespace as a semi-join: joined instead,
+    # SQLite loops over the sessions and sorts every row of the namespace for each batch
+    # (0.37 s against 0.09 s for 20,000 rows in four batches).
+    in_namespace = r.session_id.in_(select(sessions.c.id).where(sessions.c.namespace == NS))
+    stmt = select(*RECORD_READ).where(in_namespace)
+    if has_after:
+        stmt = stmt.where(
+            tuple_(r.session_id, r.seq)
+            > tuple_(bindparam("after_sid", type_=Id), bindparam("after_seq", type_=BigInteger()))
+        )
+    return stmt.order_by(r.session_id, r.seq).limit(bindparam("limit", type_=BigInteger()))

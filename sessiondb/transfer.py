@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,9 +39,10 @@ from .backends import IntegrityViolation
 from .errors import InvalidInputError, InvalidSessionIdError, SessionDBError
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
+from .formats.base import StoredRecord
 from .ids import check_session_id
-from .models import Compaction, Prune, Tombstone, wire_message
-from .rows import HeadDelta, NewRecord
+from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message
+from .rows import HeadDelta, NewRecord, session_info, utc
 from .tables import records, sessions
 from .validation import column_text, to_json
 
@@ -659,13 +661,23 @@ async def export_session(
     """
     fmt = get_format(format)
     info = await store.get_session(session_id)
-    stored = await store.records(session_id, include_tombstoned=True)
+    rows = await store._backend.fetch(
+        q.lineage_records(
+            session_id, store.namespace, include_tombstoned=True, include_superseded=True
+        )
+    )
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        return await asyncio.to_thread(fmt.write, info, stored, folder)
+        return await asyncio.to_thread(_write_session, fmt, info, rows, folder)
     except OSError as exc:
         raise InvalidInputError(f"cannot write session {session_id} to {folder}: {exc}") from exc
+
+
+# Rows per read of export_all: ~5,000 keep a batch a few MB and its round trip ~1% of
+# the time spent writing its lines.
+EXPORT_BATCH = 5_000
+_SESSION_PAGE = 1_000
 
 
 async def export_all(
@@ -673,16 +685,83 @@ async def export_all(
 ) -> dict[str, list[Path]]:
     """Export every session of the store's namespace under ``out_dir``: id -> paths.
 
+    Reads the namespace's records with one keyset-paginated statement in
+    ``(session_id, seq)`` order and writes each session as its last row arrives; a fork
+    that inherits records reads its lineage on its own, as :func:`export_session` does.
+
     Raises:
-        InvalidInputError: an unknown format.
+        InvalidInputError: an unknown format, or ``out_dir`` cannot be written.
     """
-    get_format(format)
-    written: dict[str, list[Path]] = {}
-    cursor: str | None = None
+    fmt = get_format(format)
+    backend = store._backend
+    folder = Path(out_dir)
+    infos: dict[str, SessionInfo] = {}
+    after_id: str | None = None
     while True:
-        page = await store.list_sessions(limit=500, cursor=cursor)
-        for info in page.items:
-            written[info.id] = await export_session(store, info.id, out_dir, format)
-        if page.next_cursor is None:
-            return written
-        cursor = page.next_cursor
+        page = await backend.fetch(
+            q.sessions_by_id(store.namespace, after=after_id, limit=_SESSION_PAGE)
+        )
+        infos.update((row["id"], session_info(row)) for row in page)
+        if len(page) < _SESSION_PAGE:
+            break
+        after_id = page[-1]["id"]
+    # A fork past seq 0 exports its parent's records too (in the formats that need them).
+    forks = [i for i, info in infos.items() if info.parent_id is not None and info.fork_seq]
+    bulk = {i: info for i, info in infos.items() if not (info.parent_id and info.fork_seq)}
+    written: dict[str, list[Path]] = {}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        held: list[Any] = []  # the rows of the session whose last row may be still to come
+
+        def read(after: tuple[str, int] | None) -> asyncio.Future[list[Any]]:
+            bound = q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH)
+            return asyncio.ensure_future(backend.fetch(bound))
+
+        # The next batch is read while this one is written (a third less time on SQLite).
+        pending = read(None)
+        try:
+            while True:
+                rows = await pending
+                last = len(rows) < EXPORT_BATCH
+                if not last:
+                    pending = read((rows[-1][0], int(rows[-1][1])))
+                groups = [(i, list(g)) for i, g in itertools.groupby([*held, *rows], key=_first)]
+                # The last session's rows may go on in the next batch.
+                held = groups.pop()[1] if groups and not last else []
+                ready = [(bulk[i], group) for i, group in groups if i in bulk]
+                written.update(await asyncio.to_thread(_write_sessions, fmt, ready, folder))
+                if last:
+                    break
+        finally:
+            if not pending.done():
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
+        # Sessions without records are an empty file each.
+        empty: list[tuple[SessionInfo, list[Any]]] = [
+            (info, []) for i, info in bulk.items() if i not in written
+        ]
+        written.update(await asyncio.to_thread(_write_sessions, fmt, empty, folder))
+    except OSError as exc:
+        raise InvalidInputError(f"cannot export to {folder}: {exc}") from exc
+    for session_id in forks:
+        written[session_id] = await export_session(store, session_id, folder, format)
+    return {i: written[i] for i in infos if i in written}
+
+
+def _first(row: Any) -> Any:
+    return row[0]
+
+
+def _write_sessions(
+    fmt: Format, sessions: list[tuple[SessionInfo, list[Any]]], folder: Path
+) -> dict[str, list[Path]]:
+    return {info.id: _write_session(fmt, info, rows, folder) for info, rows in sessions}
+
+
+def _write_session(fmt: Format, info: SessionInfo, rows: list[Any], folder: Path) -> list[Path]:
+    """Rows of :data:`statements.RECORD_READ` written as ``fmt``'s file(s)."""
+    stored = (
+        StoredRecord.from_row(session_id, seq, kind, utc(at), uuid, payload)
+        for session_id, seq, kind, at, uuid, payload in rows
+    )
+    return fmt.write_stored(info, stored, folder)

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_helpers import scalar
 
-from sessiondb import SessionStore
+from sessiondb import SessionStore, transfer
 from sessiondb.cli import main
 from sessiondb.errors import InvalidInputError, SessionDBError, SessionNotFoundError
-from sessiondb.formats import merge_split_responses
+from sessiondb.formats import FORMATS, merge_split_responses
 from sessiondb.transfer import (
     ImportProgress,
     export_all,
@@ -97,6 +97,35 @@ async def test_every_corpus_file_round_trips_through_the_database(
     (out,) = await export_session(store, session_id, tmp_path / "out", format=fmt)
     assert out.name == path.name
     assert json_lines(out) == json_lines(path)
+
+
+@pytest.mark.parametrize("fmt", ["native", "claude-code", "pi", "noumen"])
+async def test_export_all_reads_in_batches_and_writes_what_the_models_give(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """The bulk path (stored JSON, no models; sessions split over batches of 7 rows)
+    writes the same lines as the writer fed the records a read gives."""
+    report = await import_path(store, CORPUS)
+    assert report.failures == [] and len(report.session_ids) > 3
+    empty = await store.create_session(name="nothing yet")
+    parent = await store.create_session()
+    await store.append(
+        parent.id, [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
+    )
+    fork = await store.fork(parent.id, at_seq=1)
+    await store.append(fork.id, [{"role": "assistant", "content": "forked"}])
+    monkeypatch.setattr(transfer, "EXPORT_BATCH", 7)
+    written = await export_all(store, tmp_path / "bulk", fmt)
+    ids = [*report.session_ids, empty.id, parent.id, fork.id]
+    assert sorted(written) == sorted(ids)
+    for sid in ids:
+        info = await store.get_session(sid)
+        records = await store.records(sid, include_tombstoned=True)
+        expected = FORMATS[fmt].write(info, records, tmp_path / "models")
+        got = written[sid]
+        assert [p.name for p in got] == [p.name for p in expected]
+        for a, b in zip(got, expected, strict=True):
+            assert json_lines(a) == json_lines(b), (sid, a)
 
 
 async def test_native_export_then_import_gives_identical_records(

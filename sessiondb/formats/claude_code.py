@@ -64,9 +64,10 @@ from .base import (
     ImportedSession,
     Line,
     SessionDetails,
+    StoredRecord,
     UuidKeys,
     bad_line,
-    dump_line,
+    dump_stored_line,
     entry_payload,
     format_time,
     own_entry_line,
@@ -126,6 +127,11 @@ class ClaudeCodeFormat:
                 yield child
 
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_stored(
+        self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
+    ) -> list[Path]:
         cc = (info.metadata or {}).get(KEY) or {}
         stem: str = cc["file"] if isinstance(cc.get("file"), str) else info.id
         if isinstance(cc.get("agentFile"), str) and isinstance(cc.get("parentFile"), str):
@@ -585,47 +591,42 @@ class _Writer:
             stream.close()
 
     def emit(self, line: Any, part: Any = 1) -> None:
-        self.out(part).write(dump_line(line))
+        self.out(part).write(dump_stored_line(line))
         if isinstance(line, dict) and isinstance(line.get("uuid"), str):
             self.last_uuid = line["uuid"]
 
-    def record(self, record: Record) -> None:
+    def record(self, record: StoredRecord) -> None:
         if record.uuid is not None:
             self.uuids[record.seq] = record.uuid
+        payload = record.data
         if record.kind == "message":
-            assert record.message is not None
-            payload = record.message.to_wire()
             envelope = payload.get(KEY)
             if isinstance(envelope, dict) and "line" in envelope:
                 self.emit(_line_of(payload, envelope), envelope.get("part"))
             else:
                 self.emit(self.synthesized(record, payload))
         elif record.kind == "compaction":
-            assert record.compaction is not None
-            payload = record.compaction.to_wire()
             envelope = payload.get(KEY)
             if isinstance(envelope, dict) and "line" in envelope:
-                text = {"content": [{"type": "text", "text": record.compaction.summary}]}
+                text = {"content": [{"type": "text", "text": payload["summary"]}]}
                 self.emit(_line_of(text, envelope), envelope.get("part"))
             else:
                 self.compaction(record)
         elif record.kind == "tombstone":
-            assert record.tombstone is not None
-            envelope = record.tombstone.to_wire().get(KEY)
+            envelope = payload.get(KEY)
             if isinstance(envelope, dict):
                 if "line" in envelope:
                     self.emit(envelope["line"], envelope.get("part"))
-            elif record.tombstone.target_seq in self.uuids:
-                target = self.uuids[record.tombstone.target_seq]
+            elif payload["targetSeq"] in self.uuids:
+                target = self.uuids[payload["targetSeq"]]
                 at = format_time(record.created_at)
                 self.emit({"type": "tombstone", "deleted_uuid": target, "timestamp": at})
-        else:
-            own, line = own_entry_line(NAME, record.entry)
+        elif record.kind == "entry":
+            own, line = own_entry_line(NAME, payload)
             if own:
-                part = (record.entry or {}).get("part")
-                self.emit(line, part)
+                self.emit(line, payload.get("part"))
 
-    def base(self, record: Record, kind: str, uuid: str | None) -> dict[str, Any]:
+    def base(self, record: StoredRecord, kind: str, uuid: str | None) -> dict[str, Any]:
         line = {
             "parentUuid": self.last_uuid,
             "isSidechain": False,
@@ -636,7 +637,7 @@ class _Writer:
         }
         return line
 
-    def synthesized(self, record: Record, payload: dict[str, Any]) -> dict[str, Any]:
+    def synthesized(self, record: StoredRecord, payload: dict[str, Any]) -> dict[str, Any]:
         """A Claude Code line for a message that did not come from Claude Code."""
         role = payload["role"]
         blocks = _blocks_from_wire(payload.get("content") or [])
@@ -655,17 +656,17 @@ class _Writer:
             line["message"] = {"role": role, "content": blocks}
         return line
 
-    def compaction(self, record: Record) -> None:
-        assert record.compaction is not None
+    def compaction(self, record: StoredRecord) -> None:
+        summary, tokens = record.data["summary"], record.data.get("tokensBefore", 0)
         boundary = self.base(record, "system", f"{self.info.id}-{record.seq}-boundary")
         boundary.update(
             subtype="compact_boundary",
             content="Conversation compacted",
-            compactMetadata={"trigger": "auto", "preTokens": record.compaction.tokens_before},
+            compactMetadata={"trigger": "auto", "preTokens": tokens},
         )
         boundary["logicalParentUuid"], boundary["parentUuid"] = boundary["parentUuid"], None
         self.emit(boundary)
         summary = self.base(record, "user", None)
         summary["isCompactSummary"] = True
-        summary["message"] = {"role": "user", "content": record.compaction.summary}
+        summary["message"] = {"role": "user", "content": summary}
         self.emit(summary)

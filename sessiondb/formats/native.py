@@ -36,8 +36,10 @@ from .base import (
     Line,
     RawText,
     SessionDetails,
+    StoredRecord,
     bad_line,
     dump_line,
+    dump_stored_line,
     format_time,
     own_entry_line,
     parse_time,
@@ -73,6 +75,11 @@ class NativeFormat:
         yield _read_session(folder, strict)
 
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_stored(
+        self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
+    ) -> list[Path]:
         folder = out_dir / info.id
         folder.mkdir(parents=True, exist_ok=True)
         session_path = folder / SESSION_FILE
@@ -80,16 +87,16 @@ class NativeFormat:
             for record in records:
                 if record.session_id != info.id:
                     continue
-                own, raw = own_entry_line(NAME, record.entry)
+                own, raw = own_entry_line(NAME, record.data if record.kind == "entry" else None)
                 # A line that was not JSON goes back as it came, so it stays a bad line.
                 line = raw if own and isinstance(raw, RawText) else record_line(record)
-                out.write(dump_line(line))
+                out.write(dump_stored_line(line))
         metadata_path = folder / METADATA_FILE
         _write_atomic(metadata_path, metadata(info))
         return [session_path, metadata_path]
 
 
-def record_line(record: Record) -> dict[str, Any]:
+def record_line(record: StoredRecord) -> dict[str, Any]:
     """The ``session.jsonl`` line of one stored record."""
     line: dict[str, Any] = {
         "recordType": record.kind,
@@ -97,25 +104,15 @@ def record_line(record: Record) -> dict[str, Any]:
         "seq": record.seq,
         "timestamp": format_time(record.created_at),
     }
+    payload = record.data
     if record.kind == "message":
-        assert record.message is not None
-        payload = record.message.to_wire()
         if record.uuid != payload.get("uuid"):
             line["recordUuid"] = record.uuid
     else:
         if record.uuid is not None:
             line["recordUuid"] = record.uuid
-        if record.kind == "compaction":
-            assert record.compaction is not None
-            payload = record.compaction.to_wire()
-        elif record.kind == "tombstone":
-            assert record.tombstone is not None
-            payload = record.tombstone.to_wire()
-        elif record.kind == "prune":
-            assert record.prune is not None
-            payload = record.prune.to_wire()
-        else:
-            line["entry"] = record.entry or {}
+        if record.kind == "entry":
+            line["entry"] = payload
             return line
     if _RESERVED.isdisjoint(payload):
         line.update(payload)

@@ -40,9 +40,10 @@ from .base import (
     ImportedRecord,
     ImportedSession,
     Line,
+    StoredRecord,
     UuidKeys,
     bad_line,
-    dump_line,
+    dump_stored_line,
     entry_payload,
     format_time,
     own_entry_line,
@@ -89,6 +90,11 @@ class NoumenFormat:
         yield session
 
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_stored(
+        self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
+    ) -> list[Path]:
         meta = (info.metadata or {}).get(KEY)
         stem = meta.get("file") if isinstance(meta, dict) else None
         writer = _Writer(session_id=stem if isinstance(stem, str) and stem else info.id)
@@ -97,7 +103,7 @@ class NoumenFormat:
         with path.open("wb") as out:
             for record in records:
                 for line in writer.lines(record):
-                    out.write(dump_line(line))
+                    out.write(dump_stored_line(line))
         return [path]
 
 
@@ -346,10 +352,9 @@ class _Writer:
     session_id: str
     last_uuid: str | None = None
 
-    def lines(self, record: Record) -> Iterator[Any]:
+    def lines(self, record: StoredRecord) -> Iterator[Any]:
         if record.kind == "message":
-            assert record.message is not None
-            payload = record.message.to_wire()
+            payload = dict(record.data)
             envelope = payload.get(KEY)
             if isinstance(envelope, dict) and isinstance(envelope.get("line"), dict):
                 yield self.seen({**envelope["line"], "message": _to_chat(payload)})
@@ -358,9 +363,8 @@ class _Writer:
                 payload.pop(key, None)
             yield self.seen(self.envelope(record, "message", message=_to_chat(payload)))
         elif record.kind == "compaction":
-            assert record.compaction is not None
-            summary = record.compaction.summary
-            wire = record.compaction.to_wire()
+            wire = record.data
+            summary = wire["summary"]
             envelope = wire.get(KEY)
             if isinstance(envelope, dict) and isinstance(envelope.get("line"), dict):
                 text: Any = summary
@@ -370,17 +374,17 @@ class _Writer:
                 yield self.seen({**envelope["line"], "message": message})
                 return
             boundary = self.envelope(record, "compact-boundary", uuid_suffix="-boundary")
-            boundary["tokensBefore"] = record.compaction.tokens_before
+            boundary["tokensBefore"] = wire.get("tokensBefore", 0)
             yield self.seen(boundary)
             message = {"role": "user", "content": summary}
             yield self.seen(self.envelope(record, "summary", message=message))
         elif record.kind == "entry":
-            own, line = own_entry_line(NAME, record.entry)
+            own, line = own_entry_line(NAME, record.data)
             if own:
                 yield self.seen(line)
 
     def envelope(
-        self, record: Record, kind: str, uuid_suffix: str = "", **fields: Any
+        self, record: StoredRecord, kind: str, uuid_suffix: str = "", **fields: Any
     ) -> dict[str, Any]:
         uuid = (record.uuid or f"{record.session_id}-{record.seq}") + uuid_suffix
         return {

@@ -34,9 +34,11 @@ from .base import (
     ImportedRecord,
     ImportedSession,
     Line,
+    StoredRecord,
     UuidKeys,
     bad_line,
     dump_line,
+    dump_stored_line,
     entry_payload,
     format_time,
     own_entry_line,
@@ -77,6 +79,11 @@ class PiFormat:
         yield session
 
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_stored(
+        self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
+    ) -> list[Path]:
         meta = ((info.metadata or {}).get(KEY) or {}) if info.metadata else {}
         header = meta.get("header") if isinstance(meta, dict) else None
         if not isinstance(header, dict):
@@ -95,7 +102,7 @@ class PiFormat:
             for record in records:
                 line = _line(record, last_id)
                 if line is not None:
-                    out.write(dump_line(line))
+                    out.write(dump_stored_line(line))
                     if isinstance(line, dict) and isinstance(line.get("id"), str):
                         last_id = line["id"]
         return [path]
@@ -247,11 +254,10 @@ def _message_line(payload: dict[str, Any]) -> dict[str, Any]:
     return {**envelope["line"], "message": message}
 
 
-def _line(record: Record, last_id: str | None) -> Any:
+def _line(record: StoredRecord, last_id: str | None) -> Any:
     """The pi line of one stored record, or ``None`` for what pi has no line for."""
+    payload = record.data
     if record.kind == "message":
-        assert record.message is not None
-        payload = record.message.to_wire()
         if isinstance(payload.get(KEY), dict) and "line" in payload[KEY]:
             return _message_line(payload)
         return {
@@ -262,20 +268,18 @@ def _line(record: Record, last_id: str | None) -> Any:
             "message": payload,
         }
     if record.kind == "compaction":
-        assert record.compaction is not None
-        payload = record.compaction.to_wire()
         if isinstance(payload.get(KEY), dict) and "line" in payload[KEY]:
-            return {**payload[KEY]["line"], "summary": record.compaction.summary}
+            return {**payload[KEY]["line"], "summary": payload["summary"]}
         return {
             "type": "compaction",
             "id": record.uuid or f"{record.session_id}-{record.seq}",
             "parentId": last_id,
             "timestamp": format_time(record.created_at),
-            "summary": record.compaction.summary,
+            "summary": payload["summary"],
             "firstKeptEntryId": None,
-            "tokensBefore": record.compaction.tokens_before,
+            "tokensBefore": payload.get("tokensBefore", 0),
         }
     if record.kind == "entry":
-        own, line = own_entry_line(NAME, record.entry)
+        own, line = own_entry_line(NAME, payload)
         return line if own else None
     return None
