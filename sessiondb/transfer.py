@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from pydantic import ValidationError
 from ulid import ULID
 
@@ -561,7 +562,7 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         raise InvalidInputError(f"{where}: the payload must be an object")
     if record.kind == "message":
         wire = wire_message(payload, where)
-        text = to_json(wire, where)
+        text = _payload_text(wire, where)
         if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
             raise InvalidInputError(
                 f"{where}: an object key is not a string or holds a lone surrogate"
@@ -623,6 +624,16 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         uuid=uuid,
         parent_uuid=_column(record.parent_uuid),
     )
+
+
+def _payload_text(value: dict[str, Any], where: str) -> str:
+    """:func:`to_json` for a value a reader parsed from JSON, which holds no NaN or
+    infinity: orjson's text without the walk that looks for them (every Claude Code
+    line holds a null, so it ran on every line)."""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return to_json(value, where)  # a lone surrogate or a big integer: the exact path
 
 
 def _check(

@@ -21,7 +21,6 @@ the line. A UTF-8 BOM and a ``\\r`` before the ``\\n`` are dropped, a last line 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -200,18 +199,26 @@ class Format(Protocol):
 _BOM = b"\xef\xbb\xbf"
 # orjson reads integers past 64 bits as floats; a run of 19 digits sends the line to
 # the standard library, which keeps them exact (a false alarm inside a string only
-# costs the slower parse).
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# costs the slower parse). The run is found by mapping every digit to "0" and every
+# other byte to " ", then a substring search: 0.03 s for 20,000 lines of 1.2 kB, where
+# the regular expression [0-9]{19} took 0.34 s, twice orjson's parse.
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 19
 
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """A non-blank line: ``value`` when it parsed, else ``raw`` text and ``error``."""
+    """A non-blank line: ``value`` when it parsed, else ``raw`` text and ``error``.
+
+    ``exact``: parsed by the standard library (orjson refused the line), the only way a
+    value holds a lone surrogate: a reader checks keys for them on such lines only.
+    """
 
     number: int
     value: Any = None
     raw: str | None = None
     error: str | None = None
+    exact: bool = False
 
 
 def parse_json(data: bytes) -> Any:
@@ -220,9 +227,14 @@ def parse_json(data: bytes) -> Any:
     Raises:
         ValueError: not JSON, not UTF-8, NaN or an infinity, or nested too deep.
     """
-    if not _LONG_DIGITS.search(data):
+    return _parse(data)[0]
+
+
+def _parse(data: bytes) -> tuple[Any, bool]:
+    """``(value, exact)``: see :func:`parse_json` and :attr:`Line.exact`."""
+    if _LONG_RUN not in data.translate(_DIGITS):
         try:
-            return orjson.loads(data)
+            return orjson.loads(data), False
         except orjson.JSONDecodeError:
             pass
     try:
@@ -231,7 +243,7 @@ def parse_json(data: bytes) -> Any:
         raise ValueError("nested too deeply") from exc
     # The standard library takes NaN, Infinity and 1e400; no store can hold them.
     jsoncodec.dumps(value)
-    return value
+    return value, True
 
 
 def read_lines(path: Path) -> Iterator[Line]:
@@ -251,13 +263,13 @@ def read_lines(path: Path) -> Iterator[Line]:
             if not data.strip():
                 continue
             try:
-                value = parse_json(data)
+                value, exact = _parse(data)
             except (ValueError, UnicodeDecodeError) as exc:
                 if not complete:
                     return
                 yield Line(number, raw=data.decode("utf-8", "surrogateescape"), error=_why(exc))
                 continue
-            yield Line(number, value=value)
+            yield Line(number, value=value, exact=exact)
 
 
 def _why(exc: Exception) -> str:

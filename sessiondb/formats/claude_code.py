@@ -221,7 +221,7 @@ class _Reader:
         parent = _parent(value)
         record: ImportedRecord | None = None
         if kind in ("user", "assistant"):
-            record = self.message(value, at, extra)
+            record = self.message(value, at, extra, line.exact)
         elif kind == "tombstone":
             target = self.positions.get(value.get("deleted_uuid"))  # type: ignore[arg-type]
             if target is not None:
@@ -261,7 +261,7 @@ class _Reader:
                 details.model = model
 
     def message(
-        self, value: dict[str, Any], at: Any, extra: dict[str, Any]
+        self, value: dict[str, Any], at: Any, extra: dict[str, Any], exact: bool
     ) -> ImportedRecord | None:
         converted = _to_wire(value, self.tool_names)
         if converted is None:
@@ -291,7 +291,9 @@ class _Reader:
                 payload.pop("usage", None)
             self.responses.add(response)
         payload[KEY] = envelope
-        if wire_message_error(payload) is not None or jsoncodec.has_surrogate_key(payload):
+        if wire_message_error(payload) is not None or (
+            exact and jsoncodec.has_surrogate_key(payload)
+        ):
             return None
         for block in payload["content"]:
             if block.get("type") == "toolCall":

@@ -134,11 +134,11 @@ class _Reader:
         kind = value.get("type")
         record: ImportedRecord | None = None
         if kind == "message":
-            payload = _to_wire(value)
+            payload = _to_wire(value, line.exact)
             if payload is not None:
                 record = ImportedRecord("message", payload)
         elif kind == "summary":
-            record = self.summary(value)
+            record = self.summary(value, line.exact)
         elif kind == "compact-boundary":
             tokens = value.get("tokensBefore", value.get("preTokens"))
             counted = isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0
@@ -158,7 +158,7 @@ class _Reader:
             first_kept=record.first_kept,
         )
 
-    def summary(self, value: dict[str, Any]) -> ImportedRecord | None:
+    def summary(self, value: dict[str, Any], exact: bool) -> ImportedRecord | None:
         message = value.get("message")
         if not isinstance(message, dict):
             return None
@@ -181,7 +181,7 @@ class _Reader:
         }
         payload = {"summary": text, "tokensBefore": self.tokens_before or 0, KEY: envelope}
         self.tokens_before = None
-        if jsoncodec.has_surrogate_key(payload):
+        if exact and jsoncodec.has_surrogate_key(payload):
             return None
         return ImportedRecord("compaction", payload, first_kept=self.position)
 
@@ -189,8 +189,9 @@ class _Reader:
 # -- chat shape <-> wire shape ---------------------------------------------------------
 
 
-def _to_wire(value: dict[str, Any]) -> dict[str, Any] | None:
-    """The wire payload of a ``message`` line, or ``None`` when it would not round-trip."""
+def _to_wire(value: dict[str, Any], exact: bool) -> dict[str, Any] | None:
+    """The wire payload of a ``message`` line, or ``None`` when it would not round-trip
+    (``exact``: the line may hold lone surrogates, see :attr:`Line.exact`)."""
     message = value.get("message")
     if not isinstance(message, dict):
         return None
@@ -241,7 +242,7 @@ def _to_wire(value: dict[str, Any]) -> dict[str, Any] | None:
         else:
             payload[key] = item
     payload[KEY] = envelope
-    if wire_message_error(payload) is not None or jsoncodec.has_surrogate_key(payload):
+    if wire_message_error(payload) is not None or (exact and jsoncodec.has_surrogate_key(payload)):
         return None
     if _to_chat(payload) != message:
         return None

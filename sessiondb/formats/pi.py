@@ -165,7 +165,7 @@ class _Reader:
         parent = value.get("parentId") if isinstance(value.get("parentId"), str) else None
         record: ImportedRecord | None = None
         if value.get("type") == "message":
-            record = self.message(value, at)
+            record = self.message(value, at, line.exact)
         elif value.get("type") == "compaction":
             record = self.compaction(value, at)
         elif value.get("type") == "session_info" and isinstance(value.get("name"), str):
@@ -191,7 +191,7 @@ class _Reader:
                 self.message_ids.append((entry_id, self.position))
         return record
 
-    def message(self, value: dict[str, Any], at: Any) -> ImportedRecord | None:
+    def message(self, value: dict[str, Any], at: Any, exact: bool) -> ImportedRecord | None:
         message = value.get("message")
         if not isinstance(message, dict) or KEY in message:
             return None
@@ -201,7 +201,9 @@ class _Reader:
             payload["content"] = [{"type": "text", "text": payload["content"]}]
             envelope["content"] = "string"
         payload[KEY] = envelope
-        if wire_message_error(payload) is not None or jsoncodec.has_surrogate_key(payload):
+        if wire_message_error(payload) is not None or (
+            exact and jsoncodec.has_surrogate_key(payload)
+        ):
             return None
         if _message_line(payload) != value:
             return None
