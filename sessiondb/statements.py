@@ -738,3 +738,17 @@ def _namespace_records(has_after: bool) -> Select[Any]:
             > tuple_(bindparam("after_sid", type_=Id), bindparam("after_seq", type_=BigInteger()))
         )
     return stmt.order_by(r.session_id, r.seq).limit(bindparam("limit", type_=BigInteger()))
+
+
+def update_session_row() -> Executable:
+    """Set every column of the session ``:id`` to the parameters ``v_<column>``: an
+    import streaming a big session writes its row first (its records need it) and its
+    final values after the last record."""
+    return _UPDATE_SESSION_ROW
+
+
+_UPDATE_SESSION_ROW = (
+    update(sessions)
+    .where(sessions.c.id == bindparam("id_", type_=Id))
+    .values({c.name: bindparam(f"v_{c.name}", type_=c.type) for c in sessions.c if c.name != "id"})
+)

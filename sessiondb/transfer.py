@@ -42,7 +42,7 @@ from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, g
 from .formats import _candidates as format_candidates
 from .formats.base import StoredRecord
 from .ids import check_session_id
-from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message
+from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
 from .rows import HeadDelta, NewRecord, session_info, utc
 from .tables import records, sessions
 from .validation import column_text, to_json
@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 # (~1% at 20k rows), small enough that a batch's rows stay a few tens of MB.
 BATCH_RECORDS = 20_000
 BATCH_CHARS = 64 * 1024 * 1024
+# A session with more payload than this is written in chunks of about this size inside
+# its one transaction, so an import's memory stays flat however big the file is.
+STREAM_CHARS = 4 * 1024 * 1024
 
 __all__ = [
     "ImportFailure",
@@ -275,6 +278,13 @@ class _Importer:
         for session, session_id in zip(found, ids, strict=True):
             try:
                 prepared = await self._prepare(session, session_id, local)
+                if isinstance(prepared, _Rows):
+                    for earlier in ready:  # a parent before its children
+                        await self._add(earlier)
+                    ready = []
+                    await self._flush()
+                    if not await self._stream(prepared):
+                        prepared = None
             except _Deferred:
                 self.deferred.append((path, session, session_id))
                 continue
@@ -291,7 +301,7 @@ class _Importer:
             matched.append(session_id)
             if prepared is None:
                 self.report.skipped += 1
-            else:
+            elif isinstance(prepared, _Prepared):
                 ready.append(prepared)
                 local.add(session_id)
         self.report.session_ids.extend(matched)
@@ -313,6 +323,10 @@ class _Importer:
             for path, session, session_id in waiting:
                 try:
                     prepared = await self._prepare(session, session_id, set())
+                    if isinstance(prepared, _Rows):
+                        await self._flush()
+                        if not await self._stream(prepared):
+                            prepared = None
                 except _Deferred:
                     self.deferred.append((path, session, session_id))
                     continue
@@ -325,7 +339,7 @@ class _Importer:
                 self.report.session_ids.append(session_id)
                 if prepared is None:
                     self.report.skipped += 1
-                else:
+                elif isinstance(prepared, _Prepared):
                     await self._add(prepared)
             await self._flush()
             if not progressed:
@@ -350,8 +364,10 @@ class _Importer:
 
     async def _prepare(
         self, session: ImportedSession, session_id: str, local: set[str]
-    ) -> _Prepared | None:
-        """The session's rows, or ``None`` when it is stored already."""
+    ) -> _Prepared | _Rows | None:
+        """The session's rows, or ``None`` when it is stored already; a :class:`_Rows`
+        holding its first chunk when the session is too big to hold whole (write it with
+        :meth:`_stream`)."""
         if session_id in local or self._pending(session_id):
             return None
         found = self.stored.get(session_id)
@@ -381,7 +397,14 @@ class _Importer:
                     )
                 if fork_seq:
                     inherited = await self._count_messages(parent_id, fork_seq)
-        return _rows(session, session_id, self.namespace, parent_id, inherited)
+        rows = _Rows(session, session_id, self.namespace, parent_id, inherited)
+        # Strict holds a session whole: nothing of a file with a bad line may be written.
+        limit = (2**62, 2**62) if self.strict else (BATCH_RECORDS, STREAM_CHARS)
+        first = rows.chunk(*limit)
+        if rows.done:
+            return rows.prepared(first)
+        rows.first = first
+        return rows
 
     async def _count_messages(self, session_id: str, upto: int) -> int:
         backend = self.store._backend
@@ -449,6 +472,44 @@ class _Importer:
             return
         self._written(prepared)
 
+    async def _stream(self, rows: _Rows) -> bool:
+        """Write a big session in chunks in one transaction, each chunk checked as it is
+        read; ``False`` when a concurrent import stored it first.
+
+        Raises:
+            _Refused: a record fails its checks, or the database refuses the session
+                (the transaction is rolled back: nothing of it is written).
+        """
+        session_id = rows.session_id
+        try:
+            async with self.store._backend.transaction() as tx:
+                # The records need the session row; its final values come at the end.
+                await tx.insert(sessions, [rows.session_row()])
+                chunk = rows.first
+                while chunk:
+                    await tx.insert(records, chunk)
+                    chunk = [] if rows.done else rows.chunk(BATCH_RECORDS, STREAM_CHARS)
+                final = dict(zip(q.SESSION_COLUMN_NAMES, rows.session_row(), strict=True))
+                params = {f"v_{c}": v for c, v in final.items() if c != "id"}
+                await tx.fetch((q.update_session_row(), {"id_": session_id, **params}))
+        except (IntegrityViolation, InvalidInputError) as exc:
+            self.stored.pop(session_id, None)
+            await self._look_up([session_id])
+            found = self.stored.get(session_id)
+            if found is not None and found[0] == self.namespace:
+                return False  # a concurrent import stored it
+            reason = f"the database refused the session: {exc}"
+            parent = rows.parent_id
+            if isinstance(exc, IntegrityViolation) and parent and parent not in self.stored:
+                reason = f"its parent session {parent} was not stored"
+            raise _Refused(reason) from exc
+        self.checked_sessions += 1
+        self.checked_records += rows.count
+        self.stored[session_id] = (self.namespace, rows.last_seq)
+        self.report.created += 1
+        self.report.records += rows.count
+        return True
+
     def _written(self, prepared: _Prepared) -> None:
         self.stored[prepared.session_row[0]] = (self.namespace, prepared.last_seq)
         self.report.created += 1
@@ -463,81 +524,156 @@ class _Importer:
 # -- rows ---------------------------------------------------------------------------------
 
 
-def _rows(
-    session: ImportedSession, session_id: str, namespace: str, parent_id: str | None, inherited: int
-) -> _Prepared:
-    """Consume ``session``'s records and check each; its rows in table order.
+class _Rows:
+    """A session's rows, built chunk by chunk as its records are read and checked.
 
-    Raises:
-        _Refused: a record or a session field cannot be stored.
-        ImportFormatError: with ``strict``, a bad line.
+    ``chunk`` returns the next rows (table order); ``session_row`` the session's row as
+    far as the records read so far tell it (final once ``done``). Records before the
+    first one with a timestamp are dated by the session's ``created_at``, which for a
+    session written in chunks is fixed when its first chunk is.
     """
-    base = (session.fork_seq or 0) if parent_id is not None else 0
-    built: list[tuple[NewRecord, datetime | None]] = []
-    uuids: set[str] = set()
-    for index, record in enumerate(_guarded(session)):
-        seq = base + index + 1
-        where = f"record {index + 1} (seq {seq})"
+
+    def __init__(
+        self,
+        session: ImportedSession,
+        session_id: str,
+        namespace: str,
+        parent_id: str | None,
+        inherited: int,
+    ) -> None:
+        self.session = session
+        self.session_id = session_id
+        self.namespace = namespace
+        self.parent_id = parent_id
+        self.inherited = inherited
+        self.base = (session.fork_seq or 0) if parent_id is not None else 0
+        self.records = enumerate(_guarded(session))
+        self.uuids: set[str] = set()
+        self.count = 0
+        self.chars = 0
+        self.done = False
+        self.created_at: datetime | None = None
+        self.last_message_at: datetime | None = None
+        self.last: datetime | None = None
+        self.messages = 0
+        self.tokens = (0, 0, 0, 0)
+        self.cost = 0.0
+        self.name: str | None = None
+        self.named = False
+        self.first: list[tuple[Any, ...]] = []  # a streamed session's first chunk
+
+    @property
+    def last_seq(self) -> int:
+        return self.base + self.count
+
+    def chunk(self, max_rows: int, max_chars: int) -> list[tuple[Any, ...]]:
+        """Read and check up to ``max_rows`` records or ``max_chars`` of payload.
+
+        Raises:
+            _Refused: a record or a session field cannot be stored.
+            ImportFormatError: with ``strict``, a bad line.
+        """
+        built: list[tuple[NewRecord, datetime | None]] = []
+        chars = 0
+        for index, record in self.records:
+            seq = self.base + index + 1
+            where = f"record {index + 1} (seq {seq})"
+            try:
+                row = _record(record, seq, self.base, where)
+            except InvalidInputError as exc:
+                raise _Refused(str(exc)) from exc
+            if row.uuid is not None:
+                if row.uuid in self.uuids:
+                    raise _Refused(f"{where}: uuid {row.uuid!r} appears twice in the session")
+                self.uuids.add(row.uuid)
+            built.append((row, record.created_at))
+            chars += len(row.payload)
+            if len(built) >= max_rows or chars >= max_chars:
+                break
+        else:
+            self.done = True
+        if self.created_at is None:
+            first = next((at for _, at in built if at is not None), None)
+            self.created_at = self.session.details.created_at or first or datetime.now(UTC)
+            self.last = self.last_message_at = self.created_at
+        last = self.last
+        assert last is not None and self.last_message_at is not None
+        last_message_at = self.last_message_at
+        rows: list[tuple[Any, ...]] = []
+        for seq, (row, at) in enumerate(built, start=self.last_seq + 1):
+            last = at or last
+            if row.kind == "message":
+                last_message_at = max(last_message_at, last)
+            rows.append(row.values(self.session_id, seq, last))
+        self.last, self.last_message_at = last, last_message_at
+        news = [row for row, _ in built]
+        delta = HeadDelta.of(news, name=not self.named)
+        if not self.named and any(r.wire is not None and r.wire["role"] == "user" for r in news):
+            self.named, self.name = True, delta.name
+        self.messages += delta.messages
+        self.tokens = (
+            self.tokens[0] + delta.tokens[0],
+            self.tokens[1] + delta.tokens[1],
+            self.tokens[2] + delta.tokens[2],
+            self.tokens[3] + delta.tokens[3],
+        )
+        for news_row in news:  # summed in record order, as one HeadDelta over all would
+            if news_row.wire is not None and "usage" in news_row.wire:
+                self.cost += wire_usage(news_row.wire)[1]
+        self.count += len(rows)
+        self.chars += chars
+        return rows
+
+    def session_row(self) -> tuple[Any, ...]:
+        """The session's row in table order.
+
+        Raises:
+            _Refused: a session field cannot be stored.
+        """
+        details = self.session.details
         try:
-            row = _record(record, seq, base, where)
+            if details.source == "interactive" and details.cron_job_id is not None:
+                raise InvalidInputError("cron_job_id is only for source='cron'")
+            values: dict[str, Any] = {
+                "id": self.session_id,
+                "namespace": self.namespace,
+                "name": column_text(details.name, "name") or self.name,
+                "created_at": self.created_at,
+                "last_message_at": self.last_message_at,
+                "model": column_text(details.model, "model"),
+                "source": details.source,
+                "cron_job_id": column_text(details.cron_job_id, "cron_job_id"),
+                "system_prompt_override": column_text(
+                    details.system_prompt_override, "system_prompt_override"
+                ),
+                "metadata_json": to_json(details.metadata, "metadata")
+                if details.metadata
+                else None,
+                "last_seq": self.last_seq,
+                "message_count": self.inherited + self.messages,
+                "input_tokens": self.tokens[0],
+                "output_tokens": self.tokens[1],
+                "cache_read_tokens": self.tokens[2],
+                "cache_write_tokens": self.tokens[3],
+                "cost_total": self.cost,
+                "parent_id": self.parent_id,
+                "fork_seq": self.base if self.parent_id is not None else None,
+            }
         except InvalidInputError as exc:
             raise _Refused(str(exc)) from exc
-        if row.uuid is not None:
-            if row.uuid in uuids:
-                raise _Refused(f"{where}: uuid {row.uuid!r} appears twice in the session")
-            uuids.add(row.uuid)
-        built.append((row, record.created_at))
-    details = session.details
-    first = next((at for _, at in built if at is not None), None)
-    created_at = details.created_at or first or datetime.now(UTC)
-    last = created_at
-    last_message_at = created_at
-    rows: list[tuple[Any, ...]] = []
-    chars = 0
-    for seq, (row, at) in enumerate(built, start=base + 1):
-        last = at or last
-        if row.kind == "message":
-            last_message_at = max(last_message_at, last)
-        rows.append(row.values(session_id, seq, last))
-        chars += len(row.payload)
-    delta = HeadDelta.of([row for row, _ in built], name=details.name is None)
-    try:
-        if details.source == "interactive" and details.cron_job_id is not None:
-            raise InvalidInputError("cron_job_id is only for source='cron'")
-        values: dict[str, Any] = {
-            "id": session_id,
-            "namespace": namespace,
-            "name": column_text(details.name, "name") or delta.name,
-            "created_at": created_at,
-            "last_message_at": last_message_at,
-            "model": column_text(details.model, "model"),
-            "source": details.source,
-            "cron_job_id": column_text(details.cron_job_id, "cron_job_id"),
-            "system_prompt_override": column_text(
-                details.system_prompt_override, "system_prompt_override"
-            ),
-            "metadata_json": to_json(details.metadata, "metadata") if details.metadata else None,
-            "last_seq": base + len(rows),
-            "message_count": inherited + delta.messages,
-            "input_tokens": delta.tokens[0],
-            "output_tokens": delta.tokens[1],
-            "cache_read_tokens": delta.tokens[2],
-            "cache_write_tokens": delta.tokens[3],
-            "cost_total": delta.cost,
-            "parent_id": parent_id,
-            "fork_seq": base if parent_id is not None else None,
-        }
-    except InvalidInputError as exc:
-        raise _Refused(str(exc)) from exc
-    return _Prepared(
-        key=session.key,
-        path=session.path,
-        session_row=tuple(values[c] for c in q.SESSION_COLUMN_NAMES),
-        record_rows=rows,
-        chars=chars,
-        last_seq=base + len(rows),
-        parent_id=parent_id,
-    )
+        return tuple(values[c] for c in q.SESSION_COLUMN_NAMES)
+
+    def prepared(self, rows: list[tuple[Any, ...]]) -> _Prepared:
+        """The whole session (``done``) as one :class:`_Prepared`."""
+        return _Prepared(
+            key=self.session.key,
+            path=self.session.path,
+            session_row=self.session_row(),
+            record_rows=rows,
+            chars=self.chars,
+            last_seq=self.last_seq,
+            parent_id=self.parent_id,
+        )
 
 
 def _guarded(session: ImportedSession) -> Iterator[ImportedRecord]:

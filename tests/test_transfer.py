@@ -128,6 +128,46 @@ async def test_export_all_reads_in_batches_and_writes_what_the_models_give(
             assert json_lines(a) == json_lines(b), (sid, a)
 
 
+async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions over STREAM_CHARS are written chunk by chunk in one transaction: the
+    same records and session rows as when held whole; a bad record late in a streamed
+    session leaves nothing of it."""
+    whole = await import_path(store, CORPUS)
+    expected = {}
+    for sid in whole.session_ids:
+        info = await store.get_session(sid)
+        expected[sid] = (info, await store.records(sid, include_tombstoned=True))
+    for sid in reversed(whole.session_ids):
+        await store.delete_session(sid, cascade=True)
+    assert await counts(store) == (0, 0)
+    monkeypatch.setattr(transfer, "STREAM_CHARS", 2_000)
+    monkeypatch.setattr(transfer, "BATCH_RECORDS", 5)
+    streamed = await import_path(store, CORPUS)
+    assert streamed.failures == [] and streamed.session_ids == whole.session_ids
+    assert streamed.records == whole.records
+    for sid, (info, records) in expected.items():
+        got = (await store.get_session(sid)).model_dump()
+        assert {k: v for k, v in got.items() if v != info.model_dump()[k]} == {}
+        assert await store.records(sid, include_tombstoned=True) == records
+
+    bad = tmp_path / "01JBADBADBADBADBADBADBADBA"
+    bad.mkdir()
+    (bad / "metadata.json").write_text(json.dumps({"id": bad.name}))
+    lines = [
+        line(recordType="message", seq=i + 1, recordUuid=f"u{i}", role="user", content="x" * 500)
+        for i in range(40)
+    ]
+    lines.append(line(recordType="message", seq=41, recordUuid="u1", role="user", content="y"))
+    (bad / "session.jsonl").write_text("\n".join(lines) + "\n")
+    before = await counts(store)
+    report = await import_path(store, bad, format="native")
+    assert report.created == 0 and len(report.failures) == 1
+    assert "appears twice" in str(report.failures[0])
+    assert await counts(store) == before
+
+
 async def test_native_export_then_import_gives_identical_records(
     store: SessionStore, tmp_path: Path
 ) -> None:
