@@ -3,11 +3,18 @@ and :func:`export_all`, over the readers and writers of :mod:`sessiondb.formats`
 
 **Import** reads each file with its format, checks every record of a session (messages
 through :func:`sessiondb.models.wire_message`, overlays through their models) before
-anything of it is written, then writes whole sessions in batches of about
+anything of it is committed, then writes whole sessions in batches of about
 ``BATCH_RECORDS`` records, one transaction per batch, through the backend's bulk path
-(COPY on Postgres). A session that fails its checks is reported and not written; the
-other sessions go on. A batch the database refuses is written again one session per
-transaction, so one bad session never takes others with it.
+(COPY on Postgres). A session bigger than ``STREAM_CHARS`` of payload is not held
+whole: it is written in chunks inside its own transaction as its records are read and
+checked, and a record failing late rolls the transaction back. A session that fails its
+checks is reported and not written; the other sessions go on. A batch the database
+refuses is written again one session per transaction, so one bad session never takes
+others with it.
+
+**Export** (:func:`export_all`) reads the namespace's records with one keyset-paginated
+statement and hands the writers the stored JSON (:class:`~sessiondb.formats.base.StoredRecord`),
+without building models.
 
 **Idempotency** needs no extra column. A session's id is a function of the store's
 namespace and the session's external key (``claude-code:<stem>``, ``pi:<id>``, …; see
