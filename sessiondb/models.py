@@ -346,14 +346,19 @@ def wire_message_error(data: Any) -> str | None:
     return None
 
 
-def wire_message(item: Message | Mapping[str, Any], where: str = "message") -> dict[str, Any]:
+def wire_message(
+    item: Message | Mapping[str, Any], where: str = "message", *, checked: bool = False
+) -> dict[str, Any]:
     """The stored form of a message: checked, with a string ``content`` made one text block.
 
     Everything else stays exactly as given: key order, unknown fields, unknown blocks
     (a dict whose content is already a list is returned as it is, not copied).
     Raises :class:`InvalidInputError`, prefixed with ``where``, for anything that is not a
-    wire-shape message (spec §7.2).
+    wire-shape message (spec §7.2). ``checked``: a dict already passed
+    :func:`wire_message_error` (``NewSession`` checks its messages), so it is not checked
+    twice; a ``Message`` is always checked, as it may have been changed since it was built.
     """
+    already = checked and not isinstance(item, Message)
     if isinstance(item, Message):
         try:
             wire = item.to_wire()
@@ -363,7 +368,7 @@ def wire_message(item: Message | Mapping[str, Any], where: str = "message") -> d
         wire = item if isinstance(item, dict) else dict(item)
     else:
         raise InvalidInputError(f"{where}: expected a Message or a dict, got {type(item).__name__}")
-    error = wire_message_error(wire)
+    error = None if already else wire_message_error(wire)
     if error is not None:
         raise InvalidInputError(f"{where}: {error}")
     if isinstance(wire["content"], str):

@@ -90,7 +90,7 @@ class NewRecord:
 
 
 def message_record(
-    item: Message | Mapping[str, Any], index: int, *, model: bool = True
+    item: Message | Mapping[str, Any], index: int, *, model: bool = True, checked: bool = False
 ) -> NewRecord:
     """A message to append, checked: what cannot be read back is refused here.
 
@@ -99,7 +99,7 @@ def message_record(
     what the model reads back, which ``tests/test_read_back.py`` fuzzes).
     """
     # Checked, and a string content made one text block (S7.12); the rest as given.
-    wire = wire_message(item, f"message {index}")
+    wire = wire_message(item, f"message {index}", checked=checked)
     payload = to_json(wire, f"message {index}")
     if jsoncodec.is_exact_path(payload) and jsoncodec.has_surrogate_key(wire):
         # pydantic cannot hold such a key, so the message could never be read back.

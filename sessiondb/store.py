@@ -303,7 +303,13 @@ class SessionStore:
             except ValidationError as exc:
                 raise InvalidInputError(f"session {index}: {_first_error(exc)}") from None
             try:
-                rows = [message_record(m, i, model=False) for i, m in enumerate(new.messages)]
+                # The NewSession validated just now checked its dicts; one handed in may
+                # have been changed since it was built.
+                checked = new is not item
+                rows = [
+                    message_record(m, i, model=False, checked=checked)
+                    for i, m in enumerate(new.messages)
+                ]
             except InvalidInputError as exc:
                 raise InvalidInputError(f"session {index}: {exc}") from None
             uuids = [r.uuid for r in rows if r.uuid is not None]

@@ -149,3 +149,15 @@ def test_what_the_wire_checks_accept_every_read_reads_back(data: dict[str, Any])
         **jsoncodec.loads(text),
         **({"content": message.to_wire()["content"]}),
     }
+
+
+async def test_a_new_session_changed_after_it_was_built_is_checked_again(
+    store: SessionStore,
+) -> None:
+    from sessiondb import NewSession
+
+    new = NewSession(messages=[{"role": "user", "content": "fine"}])
+    new.messages.append({"role": "user", "content": "x", "tool_call_id": 1})
+    with pytest.raises(InvalidInputError, match="session 0: message 1"):
+        await store.import_sessions([new])
+    assert await _rows(store) == 0

@@ -431,7 +431,22 @@ class _Transaction:
         raw = self._backend._compile(q.insert_rows(table.name))
         times = [i for i, c in enumerate(table.c) if isinstance(rows[0][i], datetime)]
         if times:
-            rows = [tuple(timestamp(v) if i in times else v for i, v in enumerate(r)) for r in rows]
+            # The rows of one insert mostly share their timestamps: format each once.
+            texts: dict[datetime, str] = {}
+
+            def text(value: Any) -> Any:
+                if not isinstance(value, datetime):
+                    return value
+                found = texts.get(value)
+                if found is None:
+                    found = texts[value] = timestamp(value)
+                return found
+
+            if len(times) == 1:
+                (i,) = times
+                rows = [(*r[:i], text(r[i]), *r[i + 1 :]) for r in rows]
+            else:
+                rows = [tuple(text(v) if j in times else v for j, v in enumerate(r)) for r in rows]
         await self._backend._on_writer(lambda conn: conn.executemany(raw.sql, rows))
 
 
