@@ -66,8 +66,10 @@ INLINE_READ_SECONDS = 0.001
 
 def timestamp(at: datetime) -> str:
     """The text a UTC time is stored as (what SQLAlchemy's SQLite DateTime writes; it sorts
-    in time order)."""
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    in time order). ``isoformat`` costs a fifth of ``strftime``."""
+    if at.tzinfo is not UTC:
+        at = at.astimezone(UTC)
+    return at.replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def _bind(value: Any) -> Any:
@@ -458,12 +460,12 @@ def _append(
     rows: Sequence[tuple[Any, ...]],
 ) -> int | None:
     """Bump the head and insert the rows, inside the caller's transaction."""
-    found = conn.execute(bump.sql, _bind_all(bump.args(head))).fetchone()
+    at = _bind(head["at"])  # formatted once, for the head and the rows
+    found = conn.execute(bump.sql, bump.args({**head, "at": at})).fetchone()
     if found is None:
         return None
     first = int(found[0]) - len(rows) + 1
     sid = head["sid"]
-    at = _bind(head["at"])
     conn.executemany(
         insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
     )
