@@ -1,0 +1,2 @@
+"""Drop-in session stores for agent frameworks, each behind an optional extra:
+``sessiondb.integrations.openai_agents`` (``pip install 'sessiondb[openai-agents]'``)."""
