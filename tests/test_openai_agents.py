@@ -538,3 +538,21 @@ async def test_get_items_with_limit_costs_the_same_at_20k_as_at_1k(db_url: str) 
                 costs[size] = await _records_read_postgres(store, db_url, bound)
     # The same work, give or take the index being one level deeper.
     assert costs[20_000] <= costs[1_000] * 1.1 + 10, costs
+
+
+async def test_pop_after_a_compaction_ends_with_the_summary_item(db_url: str) -> None:
+    async with SessionStore.open(db_url) as store:
+        session = SessionDBSession("summary-pop", store=store)
+        turns = _turn(0) + _turn(1)
+        await session.add_items(turns)
+        sid = await _sid(store, "summary-pop")
+        await store.append_compaction(sid, summary="the first turn", first_kept_seq=5)
+        summary = {"role": "user", "content": summary_text("the first turn")}
+        assert await session.get_items() == [summary, *turns[4:]]
+        assert await session.get_items(limit=4) == turns[4:]
+        assert await session.get_items(limit=5) == [summary, *turns[4:]]
+        for expected in reversed(turns[4:]):
+            assert await session.pop_item() == expected
+        assert await session.pop_item() == summary
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
