@@ -371,10 +371,13 @@ class SessionStore:
         The fastest path for many records: COPY on Postgres, one multi-row insert per
         batch on SQLite. Each session is written whole or not at all: sessions are
         grouped into transactions of about ``batch_records`` records, and a batch is
-        validated completely before any of it is written.
+        validated completely before any of it is written. A session may carry a ``key``
+        (see :meth:`session_for_key`); none has one unless given.
 
         Raises:
-            InvalidInputError: a session or message is malformed (its batch is not written).
+            InvalidInputError: a session or message is malformed, or two of them have one
+                key (its batch is not written).
+            ConflictError: a key is taken in the namespace (its batch is not written).
         """
         ids: list[str] = []
         batch: list[tuple[dict[str, Any], list[NewRecord]]] = []
@@ -1190,7 +1193,8 @@ class SessionStore:
 
         Nothing is copied: the child inherits those records by reference and its own
         continue at ``at_seq + 1``. Compactions and tombstones at or before the fork point
-        apply to the child; what either side writes later does not touch the other.
+        apply to the child; what either side writes later does not touch the other. The
+        child has no key (:meth:`session_for_key`): it is another conversation.
 
         Args:
             at_seq: the fork point; default the parent's head.
