@@ -640,3 +640,19 @@ def test_fuzz_items_round_trip(db_url: str) -> None:
     finally:
         loop.run_until_complete(store.close())
         loop.close()
+
+
+async def test_a_session_deleted_and_made_again_is_found_by_its_key(db_url: str) -> None:
+    async with SessionStore.open(db_url) as store:
+        first = SessionDBSession("again", store=store)
+        await first.add_items([{"role": "user", "content": "old"}])
+        await store.delete_session(await _sid(store, "again"))
+        assert await first.get_items() == []
+        second = SessionDBSession("again", store=store)
+        await second.add_items([{"role": "user", "content": "new"}])
+        # first cached the old id: it finds the new session by the key.
+        assert await first.get_items() == [{"role": "user", "content": "new"}]
+        await store.delete_session(await _sid(store, "again"))
+        await first.add_items([{"role": "user", "content": "newest"}])
+        assert await second.get_items() == [{"role": "user", "content": "newest"}]
+        assert await second.pop_item() == {"role": "user", "content": "newest"}

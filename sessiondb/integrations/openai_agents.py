@@ -38,8 +38,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import jsoncodec
 from ..config import Settings
@@ -60,6 +60,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
+
+T = TypeVar("T")
 
 #: The wire field of a sessiondb message that holds the Responses-API item as added.
 ITEM_FIELD = "responsesItem"
@@ -171,15 +173,10 @@ class SessionDBSession:
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None and limit <= 0:
             return []
-        sid = await self._session(create=False)
-        if sid is None:
-            return []
-        try:
-            # The stored texts joined as one JSON array and parsed once: a model per
-            # message would cost three times what the SDK's own store takes.
-            text = await self._store.context_json(sid, last=limit)
-        except SessionNotFoundError:
-            self._sid = None  # deleted meanwhile
+        # The stored texts joined as one JSON array and parsed once: a model per message
+        # would cost three times what the SDK's own store takes.
+        text = await self._on_session(lambda sid: self._store.context_json(sid, last=limit))
+        if text is None:
             return []
         items: list[Any] = []
         for message in _parse(text):
@@ -191,42 +188,39 @@ class SessionDBSession:
         if not items:
             return
         messages = [item_message(item, i) for i, item in enumerate(items)]
-        for attempt in (1, 2):
-            sid = await self._session(create=True)
-            assert sid is not None
-            try:
-                await self._store.append(sid, messages)
-                return
-            except SessionNotFoundError:
-                self._sid = None  # deleted meanwhile: the key makes a new one
-                if attempt == 2:
-                    raise
+        await self._on_session(lambda sid: self._store.append(sid, messages), create=True)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the latest item and return it (``None`` when there is none), by
         appending a tombstone; concurrent pops never return the same item."""
-        sid = await self._session(create=False)
-        if sid is None:
-            return None
-        try:
-            record = await self._store.pop(sid, reason=POP_REASON)
-        except SessionNotFoundError:
-            self._sid = None
-            return None
+        record = await self._on_session(lambda sid: self._store.pop(sid, reason=POP_REASON))
         return record_item(record) if record is not None else None
 
     async def clear_session(self) -> None:
         """Leave the conversation without items, by appending (the history stays in
         ``records()``)."""
-        sid = await self._session(create=False)
-        if sid is None:
-            return
-        try:
-            await self._store.clear(sid)
-        except SessionNotFoundError:
-            self._sid = None
+        await self._on_session(self._store.clear)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    async def _on_session(
+        self, op: Callable[[str], Awaitable[T]], *, create: bool = False
+    ) -> T | None:
+        """``op`` on sessiondb's id of the session; ``None`` when the key has no session
+        and ``create`` is false. The id is cached; if its session was deleted meanwhile
+        (and perhaps made again under the key by another process), the key is looked
+        up once more."""
+        for attempt in (1, 2):
+            sid = await self._session(create=create)
+            if sid is None:
+                return None
+            try:
+                return await op(sid)
+            except SessionNotFoundError:
+                self._sid = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _session(self, *, create: bool) -> str | None:
         """sessiondb's id of the session; ``None`` when it does not exist and ``create``
