@@ -190,24 +190,40 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
         json.dump(data, out, indent=2)
         out.write("\n")
         return
-    rows = [("ID", "LAST ACTIVITY", "MSGS", "SOURCE", "NAME")]
+    rows = [("ID", "LAST ACTIVITY", "MSGS", "SOURCE", "KEY", "NAME")]
     for s in page.items:
         when = s.last_message_at or s.created_at
         name = s.name or ""
         if s.parent_id:
             name = f"{name} (fork of {s.parent_id}@{s.fork_seq})"
         rows.append(
-            (s.id, when.strftime("%Y-%m-%d %H:%M:%S"), str(s.message_count), s.source, name)
+            (
+                s.id,
+                when.strftime("%Y-%m-%d %H:%M:%S"),
+                str(s.message_count),
+                s.source,
+                _shown_key(s.key),
+                name,
+            )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         print(
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4], file=out
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[5], file=out
         )
     if not page.items:
         print("(no sessions)", file=out)
     if page.next_cursor:
         print(f"more: --cursor {page.next_cursor}", file=out)
+
+
+def _shown_key(key: str | None) -> str:
+    """A key for the table: ``-`` for none; quoted when spaces or odd characters would
+    hide what it is (``"k "`` and ``k`` are different keys)."""
+    if key is None:
+        return "-"
+    plain = key.isprintable() and not any(c.isspace() for c in key) and key not in ("-", '"')
+    return key if plain and not key.startswith('"') else json.dumps(key, ensure_ascii=False)
 
 
 async def _show(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
@@ -243,6 +259,8 @@ def _record_json(r: Record) -> dict[str, Any]:
 def _print_header(info: SessionInfo, out: TextIO) -> None:
     print(f"session {info.id}  {info.name or '(unnamed)'}", file=out)
     details = [f"{info.message_count} messages", f"head #{info.last_seq}", info.source]
+    if info.key is not None:
+        details.append(f"key {_shown_key(info.key)}")
     if info.model:
         details.append(f"model {info.model}")
     if info.parent_id:

@@ -27,10 +27,15 @@ class NotFoundError(SessionDBError, LookupError):
 class SessionNotFoundError(NotFoundError):
     """No session with this id exists in this namespace."""
 
-    def __init__(self, session_id: str, namespace: str | None = None) -> None:
+    def __init__(
+        self, session_id: str | None, namespace: str | None = None, *, key: str | None = None
+    ) -> None:
         where = f" in namespace {namespace!r}" if namespace is not None else ""
-        super().__init__(f"session {session_id} not found{where}")
+        what = f"session {session_id}" if key is None else f"no session with key {key!r}"
+        super().__init__(f"{what} not found{where}" if key is None else f"{what}{where}")
         self.session_id = session_id
+        #: The caller's key that was looked up (``SessionStore.session_for_key``).
+        self.key = key
 
 
 class RecordNotFoundError(NotFoundError):

@@ -240,6 +240,8 @@ class SessionInfo(BaseModel):
     metadata: dict[str, Any] | None
     parent_id: str | None
     fork_seq: int | None
+    #: The caller's own key for the session (:meth:`SessionStore.session_for_key`), if any.
+    key: str | None = None
 
 
 class SessionPage(BaseModel):
@@ -264,6 +266,8 @@ class NewSession(BaseModel):
     cron_job_id: str | None = None
     system_prompt_override: str | None = None
     metadata: dict[str, Any] | None = None
+    #: The caller's key for the session; unique in the namespace (none by default).
+    key: str | None = None
     messages: list[Any] = Field(default_factory=list)
 
     @field_validator("messages")

@@ -270,4 +270,5 @@ def session_info(m: Any) -> SessionInfo:
         metadata=jsoncodec.loads(m["metadata_json"]) if m["metadata_json"] else None,
         parent_id=m["parent_id"],
         fork_seq=m["fork_seq"],
+        key=m["key"],
     )

@@ -54,6 +54,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from .tables import Id, UTCDateTime, records, sessions
 
@@ -444,6 +446,32 @@ def get_session(session_id: str, namespace: str) -> Bound:
 
 
 _GET_SESSION = select(sessions).where(sessions.c.id == SID, sessions.c.namespace == NS)
+
+
+def session_by_key(key: str, namespace: str) -> Bound:
+    """The session whose key is ``key`` in ``namespace`` (by the unique index), if any."""
+    return _SESSION_BY_KEY, {"key": key, "ns": namespace}
+
+
+_SESSION_BY_KEY = select(sessions).where(
+    sessions.c.namespace == NS, sessions.c.key == bindparam("key", type_=Text())
+)
+
+
+def insert_keyed_session(values: dict[str, Any], flavour: str) -> Bound:
+    """``INSERT … ON CONFLICT (namespace, key) DO NOTHING RETURNING *``: the new session's
+    row, or no row when the namespace has a session with this key already (a racing
+    writer's INSERT waits for the first one's transaction, so only one of them wins)."""
+    return _insert_keyed_session(flavour), values
+
+
+@cache
+def _insert_keyed_session(flavour: str) -> Executable:
+    make = pg_insert if flavour == POSTGRES else sqlite_insert
+    stmt = make(sessions).values({c.name: bindparam(c.name, type_=c.type) for c in sessions.c})
+    return stmt.on_conflict_do_nothing(index_elements=["namespace", "key"]).returning(
+        *sessions.c
+    )
 
 
 def existing_sessions(ids: list[str], flavour: str) -> Bound:

@@ -63,12 +63,17 @@ from .rows import (
 )
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
-from .validation import column_text, to_json
+from .validation import column_text, session_key, to_json
 
 T = TypeVar("T")
 
 MAX_PAGE = 1000
 UUID_CONSTRAINT = "uq_sessiondb_records_session_id_uuid"
+KEY_INDEX = "ix_sessiondb_sessions_namespace_key"
+# What session_for_key passes on to create_session.
+_CREATE_ARGS = frozenset(
+    ("name", "model", "source", "cron_job_id", "system_prompt_override", "metadata")
+)
 KINDS = ("message", "compaction", "tombstone", "entry", "prune")
 # The largest number of tool results one prune record may name.
 MAX_PRUNE_SEQS = 10_000
@@ -234,27 +239,102 @@ class SessionStore:
         cron_job_id: str | None = None,
         system_prompt_override: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        key: str | None = None,
     ) -> SessionInfo:
         """Create an empty session. Without a name, the first user message names it.
 
+        Args:
+            key: the caller's own key for the session, unique in the namespace (see
+                :meth:`session_for_key`, which returns the existing session instead).
+
         Raises:
-            InvalidInputError: a bad source, or a value a text column cannot hold.
+            InvalidInputError: a bad source or key, or a value a text column cannot hold.
+            ConflictError: the namespace has a session with this key already.
         """
         values = self._session_values(
-            name, model, source, cron_job_id, system_prompt_override, metadata, _now()
+            name, model, source, cron_job_id, system_prompt_override, metadata, _now(), key
         )
-        await self._backend.execute((q.insert_rows(sessions.name), values))
+        try:
+            await self._backend.execute((q.insert_rows(sessions.name), values))
+        except IntegrityViolation as exc:
+            raise self._key_taken(exc, key) from exc
         return await self.get_session(values["id"])
+
+    async def session_for_key(
+        self, key: str, create: bool = True, **create_kwargs: Any
+    ) -> SessionInfo:
+        """The session whose key is ``key`` in this namespace, created if missing.
+
+        A key is the caller's own address for a conversation: a chat id, a ticket
+        number, ``user:42/thread:7``. It is compared exactly (case, spaces and Unicode
+        normalisation count) and is unique per namespace: replicas or processes racing
+        on one new key all get the one session that the first of them created. Safe to
+        call again after any failure.
+
+        Args:
+            key: a non-empty string of at most 512 characters, without NUL or lone
+                surrogates.
+            create: create the session when the key is missing; with ``False`` a missing
+                key raises :class:`SessionNotFoundError`.
+            create_kwargs: what :meth:`create_session` takes (``name``, ``model``,
+                ``source``, ``cron_job_id``, ``system_prompt_override``, ``metadata``),
+                used only when the session is created; an existing session is returned
+                unchanged.
+
+        Raises:
+            InvalidInputError: a bad key or argument.
+            SessionNotFoundError: ``create`` is false and no session has this key.
+        """
+        key = session_key(key)
+        _check_bool(create, "create")
+        unknown = sorted(set(create_kwargs) - _CREATE_ARGS)
+        if unknown:
+            raise InvalidInputError(
+                f"session_for_key got unknown argument(s) {', '.join(unknown)}; it takes "
+                f"{', '.join(sorted(_CREATE_ARGS))}"
+            )
+        found = await self._backend.fetch(q.session_by_key(key, self.namespace))
+        if found:
+            return session_info(found[0])
+        if not create:
+            raise SessionNotFoundError(None, self.namespace, key=key)
+        values: dict[str, Any] | None = None
+        for _attempt in range(3):
+            if values is None:
+                values = self._session_values(**create_kwargs, now=_now(), key=key)
+            try:
+                rows = await self._backend.execute(q.insert_keyed_session(values, self._flavour))
+            except DatabaseUnavailableError as exc:
+                # The INSERT may or may not have committed; the lookup below tells.
+                if not exc.outcome_unknown:
+                    raise
+                rows = []
+            if rows:
+                return session_info(rows[0])
+            found = await self._backend.fetch(q.session_by_key(key, self.namespace))
+            if found:
+                return session_info(found[0])
+            # The session that held the key was deleted between the two statements.
+            values = None
+        raise ConflictError(f"key {key!r}: sessions kept being created and deleted meanwhile")
+
+    def _key_taken(self, exc: IntegrityViolation, key: str | None) -> Exception:
+        if exc.constraint == KEY_INDEX:
+            return ConflictError(
+                f"namespace {self.namespace!r} has a session with key {key!r} already"
+            )
+        return self._integrity(exc)
 
     def _session_values(
         self,
-        name: str | None,
-        model: str | None,
-        source: str,
-        cron_job_id: str | None,
-        system_prompt_override: str | None,
-        metadata: Mapping[str, Any] | None,
-        now: datetime,
+        name: str | None = None,
+        model: str | None = None,
+        source: str = "interactive",
+        cron_job_id: str | None = None,
+        system_prompt_override: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+        key: str | None = None,
     ) -> dict[str, Any]:
         if source not in ("interactive", "cron"):
             raise InvalidInputError(f"source must be 'interactive' or 'cron', got {source!r}")
@@ -262,6 +342,7 @@ class SessionStore:
             raise InvalidInputError("cron_job_id is only for source='cron'")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidInputError(f"metadata must be a dict, got {type(metadata).__name__}")
+        now = now if now is not None else _now()
         return {
             "id": new_session_id(),
             "namespace": self.namespace,
@@ -276,6 +357,7 @@ class SessionStore:
             **_ZERO_HEAD,
             "parent_id": None,
             "fork_seq": None,
+            "key": session_key(key) if key is not None else None,
         }
 
     async def import_sessions(
@@ -296,6 +378,7 @@ class SessionStore:
         """
         ids: list[str] = []
         batch: list[tuple[dict[str, Any], list[NewRecord]]] = []
+        keys: dict[str, int] = {}  # key -> index of the session that has it
         size = 0
         for index, item in enumerate(items):
             try:
@@ -323,6 +406,7 @@ class SessionStore:
                 new.system_prompt_override,
                 new.metadata,
                 _now(),
+                new.key,
             )
             delta = HeadDelta.of(rows)
             values.update(
@@ -336,6 +420,13 @@ class SessionStore:
             )
             if values["name"] is None:
                 values["name"] = delta.name
+            if values["key"] is not None:
+                if values["key"] in keys:
+                    raise InvalidInputError(
+                        f"session {index}: key {values['key']!r} is given to session "
+                        f"{keys[values['key']]} too"
+                    )
+                keys[values["key"]] = index
             batch.append((values, rows))
             ids.append(values["id"])
             size += len(rows) + 1
@@ -359,7 +450,15 @@ class SessionStore:
             await tx.insert(sessions, session_rows)
             await tx.insert(records, record_rows)
 
-        await self._transact(unit)
+        try:
+            await self._transact(unit)
+        except IntegrityViolation as exc:
+            if exc.constraint != KEY_INDEX:
+                raise
+            raise ConflictError(
+                f"a session's key is taken in namespace {self.namespace!r} already; no "
+                f"session of this batch was written ({exc.detail})"
+            ) from exc
 
     async def get_session(self, session_id: str) -> SessionInfo:
         """The session's metadata and head.
@@ -1053,6 +1152,8 @@ class SessionStore:
                 "last_seq": point,
                 "parent_id": None if detach else session_id,
                 "fork_seq": None if detach else point,
+                # A key names one conversation: the fork is another one, without a key.
+                "key": None,
             }
             if at_head:
                 # O(1): the head's counters are the inherited history's. Mid-stream the

@@ -95,11 +95,16 @@ sessions = Table(
     # A fork inherits its parent's records with seq <= fork_seq by reference.
     Column("parent_id", Id, ForeignKey(f"{SESSIONS}.id")),
     Column("fork_seq", BigInteger),
+    # The caller's own address for the session (a chat id, ``user:42/thread:7``): unique
+    # per namespace, compared exactly (TEXT, no collation: case and trailing spaces
+    # count). NULL for sessions without one; a unique index never collides on NULLs.
+    Column("key", Text),
     PrimaryKeyConstraint("id"),
     CheckConstraint("source IN ('interactive', 'cron')", name="source"),
     CheckConstraint("(parent_id IS NULL) = (fork_seq IS NULL)", name="fork_point"),
     Index(None, "namespace", "last_message_at", "id"),
     Index(None, "parent_id"),
+    Index(None, "namespace", "key", unique=True),
 )
 
 records = Table(

@@ -665,6 +665,8 @@ class _Rows:
                 "cost_total": self.cost,
                 "parent_id": self.parent_id,
                 "fork_seq": self.base if self.parent_id is not None else None,
+                # A file carries no key: the key addresses a session in one database.
+                "key": None,
             }
         except InvalidInputError as exc:
             raise _Refused(str(exc)) from exc

@@ -25,6 +25,29 @@ def column_text(value: Any, what: str, *, optional: bool = True) -> str | None:
     return value
 
 
+# A key is the caller's own address for a session. 512 characters, and at most 1,536
+# bytes of UTF-8, so that with a namespace of 255 characters the entry of the unique
+# (namespace, key) index stays under Postgres's btree limit of 2,704 bytes.
+MAX_KEY_CHARS = 512
+MAX_KEY_BYTES = 1536
+
+
+def session_key(value: Any) -> str:
+    """A session key: a non-empty string of at most :data:`MAX_KEY_CHARS` characters that
+    a text column holds exactly (no NUL, no lone surrogate). Kept as given: case,
+    spaces and Unicode normalisation all count."""
+    key = column_text(value, "key", optional=False)
+    assert key is not None
+    if not key:
+        raise InvalidInputError("key must not be empty")
+    if len(key) > MAX_KEY_CHARS or len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise InvalidInputError(
+            f"key must be at most {MAX_KEY_CHARS} characters ({MAX_KEY_BYTES} bytes of "
+            f"UTF-8), got {len(key)} characters: {key[:40]!r}…"
+        )
+    return key
+
+
 def to_json(value: Any, what: str) -> str:
     """JSON text for a payload; a value JSON cannot hold (a set, a tuple key) is bad input."""
     try:

@@ -96,12 +96,17 @@ def connect(path: str, *, memory: bool = False) -> sqlite3.Connection:
     return conn
 
 
-# SQLite names the columns of a violated unique constraint, not the constraint.
+# SQLite names the columns of a violated unique constraint or index, not its name.
 _UNIQUE: dict[tuple[str, ...], str] = {
     tuple(sorted(c.name for c in constraint.columns)): str(constraint.name)
     for table in metadata.tables.values()
     for constraint in table.constraints
     if isinstance(constraint, UniqueConstraint)
+} | {
+    tuple(sorted(c.name for c in index.columns)): str(index.name)
+    for table in metadata.tables.values()
+    for index in table.indexes
+    if index.unique
 }
 
 
