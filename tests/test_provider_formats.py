@@ -7,6 +7,7 @@ OpenAI Chat Completions, OpenAI Responses); nothing is fetched.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -804,3 +805,133 @@ def test_fuzz_from_raises_only_invalid_input(
         assert isinstance(message, Message)
         assert wire_message_error(message.to_wire()) is None  # the store takes it as it is
     write([user("q"), *messages])  # and it converts back
+
+
+# -- sessions imported from pi files ----------------------------------------------------
+
+
+def test_pi_spellings_of_thinking_go_back_to_their_api() -> None:
+    """pi keeps Anthropic's signature as ``thinkingSignature`` (a redacted block as a
+    ``redacted`` thinking block) and a Responses reasoning item as JSON text there."""
+    anthropic = assistant(
+        {"type": "thinking", "thinking": "hm", "thinkingSignature": "sig-1"},
+        {
+            "type": "thinking",
+            "thinking": "[redacted]",
+            "thinkingSignature": "opaque",
+            "redacted": True,
+        },
+        {"type": "text", "text": "done"},
+        api="anthropic-messages",
+        provider="anthropic",
+    )
+    assert to_anthropic([user("q"), anthropic]).messages[1]["content"] == [
+        {"type": "thinking", "thinking": "hm", "signature": "sig-1"},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "text", "text": "done"},
+    ]
+    responses = assistant(
+        {"type": "thinking", "thinking": "s", "thinkingSignature": json.dumps(REASONING_ITEM)},
+        {"type": "text", "text": "done"},
+        api="openai-responses",
+    )
+    assert to_openai_responses([user("q"), responses]).input[1] == REASONING_ITEM
+    # Each API's signature means nothing to the other.
+    assert to_anthropic([user("q"), responses]).messages[1]["content"] == [
+        {"type": "text", "text": "done"}
+    ]
+    assert [i["type"] for i in to_openai_responses([user("q"), anthropic]).input] == [
+        "message",
+        "message",
+    ]
+
+
+# -- pairing, for any conversation ------------------------------------------------------
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    """User turns, assistant turns with parallel calls, their results in any order (some
+    missing, some after a user message), thinking with and without signatures, images."""
+    out: list[Message] = [user("start")]
+    calls = 0
+    for _ in range(draw(st.integers(0, 5))):
+        blocks: list[dict[str, Any]] = []
+        if draw(st.booleans()):
+            thinking = {"type": "thinking", "thinking": "t"}
+            if draw(st.booleans()):
+                thinking["signature"] = "sig"
+            blocks.append(thinking)
+        if draw(st.booleans()):
+            blocks.append({"type": "text", "text": draw(st.sampled_from(["", "ok", "a b"]))})
+        ids = [f"c{calls + i}" for i in range(draw(st.integers(0, 3)))]
+        calls += len(ids)
+        blocks.extend(call(i) for i in ids)
+        out.append(assistant(*blocks))
+        answered = draw(st.permutations(ids))[: draw(st.integers(0, len(ids)))]
+        late = draw(st.booleans())
+        if late:
+            out.append(user("while the tools ran"))
+        for call_id in answered:
+            content: list[dict[str, Any]] = [{"type": "text", "text": "r"}]
+            if draw(st.booleans()):
+                content.append({"type": "image", "data": PNG, "mimeType": "image/png"})
+            out.append(
+                Message.model_validate(
+                    {"role": "toolResult", "toolCallId": call_id, "content": content}
+                )
+            )
+        if not late and draw(st.booleans()):
+            out.append(user("next"))
+    return out
+
+
+def _call_ids(message: Message) -> list[str]:
+    return [c.id for c in message.tool_calls()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(conversations())
+def test_every_call_is_answered_right_after_it(context: list[Message]) -> None:
+    expected = [i for m in context for i in _call_ids(m)]
+
+    chat = to_openai_chat(context)
+    seen: list[str] = []
+    for index, message in enumerate(chat):
+        ids = [c["id"] for c in message.get("tool_calls", [])]
+        if ids:
+            following = chat[index + 1 : index + 1 + len(ids)]
+            assert [(m["role"], m.get("tool_call_id")) for m in following] == [
+                ("tool", i) for i in ids
+            ]
+            seen.extend(ids)
+    assert seen == expected
+    assert sum(m["role"] == "tool" for m in chat) == len(expected)
+
+    messages = to_anthropic(context).messages
+    roles = [m["role"] for m in messages]
+    assert roles == ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2)
+    assert all(m["content"] for m in messages)
+    seen = []
+    for index, message in enumerate(messages):
+        ids = [b["id"] for b in message["content"] if b["type"] == "tool_use"]
+        results = [b["tool_use_id"] for b in message["content"] if b["type"] == "tool_result"]
+        if message["role"] == "user":
+            # Results open the user message they are in, and answer the turn before.
+            assert [b["type"] for b in message["content"][: len(results)]] == ["tool_result"] * len(
+                results
+            )
+            previous = messages[index - 1]["content"] if index else []
+            assert results == [b["id"] for b in previous if b["type"] == "tool_use"]
+        assert all(b["type"] != "thinking" or b.get("signature") for b in message["content"])
+        seen.extend(ids)
+    assert seen == expected
+
+    items = to_openai_responses(context).input
+    outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    assert outputs == expected
+    for index, item in enumerate(items):
+        if item.get("type") == "function_call":
+            rest = items[index + 1 :]
+            answer = next(j for j, i in enumerate(rest) if i.get("call_id") == item["call_id"])
+            assert all(i.get("role") != "user" for i in rest[:answer])

@@ -11,9 +11,10 @@ Shapes (sessiondb block → Anthropic block):
   ``input``).
 - ``thinking`` → ``thinking`` with its ``signature``. The API refuses a thinking block
   it did not sign, so one without a ``signature`` (or from another provider) is left
-  out. ``redacted_thinking``, server tool blocks and any other block sessiondb does not
-  model are stored as they came and sent back as they are, except in a message that
-  came from another API.
+  out. Messages imported from pi files spell it ``thinkingSignature`` (a ``redacted``
+  one becomes ``redacted_thinking``); both are read. ``redacted_thinking``, server tool
+  blocks and any other block sessiondb does not model are stored as they came and sent
+  back as they are, except in a message that came from another API.
 - A ``toolResult`` message → a ``tool_result`` block (``is_error`` kept) in a user
   message; consecutive results, and a user message right after them, share one user
   message, as the API demands. Two user (or two assistant) messages in a row become
@@ -110,14 +111,25 @@ def _blocks(message: dict[str, Any], *, assistant: bool) -> list[dict[str, Any]]
                 }
             )
         elif kind == "thinking":
-            signature = block.get("signature")
-            if assistant and not foreign and isinstance(signature, str) and signature:
-                out.append(
-                    {"type": "thinking", "thinking": block["thinking"], "signature": signature}
-                )
+            if assistant and not foreign:
+                out.extend(_thinking(block, message))
         elif kind not in ("toolCall", "thinking") and not foreign:
             out.append(block)
     return out
+
+
+def _thinking(block: dict[str, Any], message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The thinking block to send back: only one Anthropic signed."""
+    signature = block.get("signature")
+    if signature is None and message.get("api") == API:
+        # pi's spelling (sessions imported from pi files): ``thinkingSignature``, and a
+        # redacted block as a thinking block marked ``redacted`` holding the data.
+        signature = block.get("thinkingSignature")
+        if block.get("redacted") is True and isinstance(signature, str) and signature:
+            return [{"type": "redacted_thinking", "data": signature}]
+    if not isinstance(signature, str) or not signature:
+        return []
+    return [{"type": "thinking", "thinking": block["thinking"], "signature": signature}]
 
 
 def _text(block: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,8 @@ Shapes (one sessiondb message can be several items):
   ``refusal`` parts); text blocks that came from one output item (``itemId``) make one
   item again, with its id. ``toolCall`` → a ``function_call`` item (``call_id``,
   ``arguments`` as JSON text). A thinking block that holds the ``reasoning`` item it came
-  from (``responsesItem``) → that item, so the model gets its encrypted reasoning back;
+  from (``responsesItem``; in a message imported from a pi file, the JSON text in
+  ``thinkingSignature``) → that item, so the model gets its encrypted reasoning back;
   a thinking block without one (another provider's) is left out, as the API cannot
   take it. Output items sessiondb does not model (web search calls, …) are kept as
   ``{"type": "responsesItem", "item": …}`` blocks and sent back as they came.
@@ -27,6 +28,7 @@ Shapes (one sessiondb message can be several items):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -142,13 +144,25 @@ def _assistant_items(message: dict[str, Any]) -> list[dict[str, Any]]:
             if isinstance(block.get("itemId"), str) and not foreign:
                 call.update(id=block["itemId"], status="completed")
             items.append(call)
-        elif kind == "thinking":
+        elif kind == "thinking" and not foreign:
             item = block.get(ITEM_BLOCK)
-            if isinstance(item, dict) and item.get("type") == "reasoning" and not foreign:
+            if item is None and message.get("api") == API:
+                item = _pi_reasoning(block.get("thinkingSignature"))
+            if isinstance(item, dict) and item.get("type") == "reasoning":
                 items.append(item)
         elif kind == ITEM_BLOCK and isinstance(block.get("item"), dict) and not foreign:
             items.append(block["item"])
     return [i for i in items if i.get("type") != "message" or i["content"]]
+
+
+def _pi_reasoning(signature: Any) -> Any:
+    """The reasoning item a pi session file keeps as JSON text in ``thinkingSignature``."""
+    if not isinstance(signature, str) or not signature.startswith("{"):
+        return None
+    try:
+        return json.loads(signature)
+    except ValueError:
+        return None
 
 
 def _call_output(message: dict[str, Any]) -> dict[str, Any]:
