@@ -320,3 +320,28 @@ def test_without_langchain_core_the_import_names_the_extra() -> None:
         "MissingDependencyError langchain-core is not installed; "
         "install it with: pip install 'sessiondb[langchain]'"
     )
+
+
+async def test_a_compacted_history_starts_with_the_summary(store: SessionStore) -> None:
+    history = SessionDBChatMessageHistory("compacted", store)
+    await history.aadd_messages([HumanMessage("one"), AIMessage("1"), HumanMessage("two")])
+    assert history.session_id is not None
+    records = await store.records(history.session_id)
+    await store.append_compaction(
+        history.session_id, summary="counted to one", first_kept_seq=records[2].seq
+    )
+    summary, kept = await history.aget_messages()
+    assert isinstance(summary, HumanMessage)
+    assert "counted to one" in str(summary.content)
+    assert kept == HumanMessage("two")
+
+
+async def test_what_json_cannot_hold_is_refused_and_nothing_is_written(
+    store: SessionStore,
+) -> None:
+    history = SessionDBChatMessageHistory("bad", store)
+    await history.aadd_messages([HumanMessage("kept")])
+    bad = ToolMessage("x", tool_call_id="c", artifact=object())
+    with pytest.raises(InvalidInputError, match="JSON"):
+        await history.aadd_messages([HumanMessage("not kept"), bad])
+    assert await history.aget_messages() == [HumanMessage("kept")]
