@@ -31,6 +31,7 @@ from sessiondb.formats.openai_chat import to_openai_chat
 from sessiondb.integrations.langchain import (
     SessionDBChatMessageHistory,
     SyncCallInLoopError,
+    _home_of,
     message_from_wire,
     message_to_wire,
 )
@@ -345,3 +346,21 @@ async def test_what_json_cannot_hold_is_refused_and_nothing_is_written(
     with pytest.raises(InvalidInputError, match="JSON"):
         await history.aadd_messages([HumanMessage("not kept"), bad])
     assert await history.aget_messages() == [HumanMessage("kept")]
+
+
+def test_a_sync_program_shares_one_store_between_histories(db_url: str) -> None:
+    """Built outside any loop, the store gets a loop thread of its own, and every history
+    on it runs there (asyncpg's pool is tied to the loop that opened it)."""
+    store = SessionStore(db_url)
+    first = SessionDBChatMessageHistory("a", store)
+    second = SessionDBChatMessageHistory("b", store)
+    try:
+        first.add_messages([HumanMessage("to a")])
+        second.add_messages([HumanMessage("to b")])
+        first.add_messages([AIMessage("from a")])
+        assert first.messages == [HumanMessage("to a"), AIMessage("from a")]
+        assert SessionDBChatMessageHistory("b", store).messages == [HumanMessage("to b")]
+        assert asyncio.run(second.aget_messages()) == [HumanMessage("to b")]
+    finally:
+        home = _home_of(store, None)
+        asyncio.run_coroutine_threadsafe(store.close(), home).result()

@@ -20,12 +20,14 @@ compaction summary) reads back as the LangChain message of its role.
 history reads back empty, and ``store.records(session_id, include_tombstoned=True)``
 still shows everything for audit.
 
-Sync and async: the async methods (``aget_messages``, ``aadd_messages``, ``aclear``)
-run on the event loop the store belongs to: the caller's when the history was built
-with a store inside a running loop, else a private loop thread the history starts
-(always so for a history built from a URL). The sync ones (``messages``,
-``add_messages``, ``clear``) work from any thread that is not running an event loop;
-called on a thread that is running one they would block it, so they raise
+Sync and async: every call runs on the event loop the store belongs to (asyncpg's
+connections are tied to one): for a store passed in, the loop running where the first
+history on that store was built or first called, else a loop thread kept for that store,
+so that a sync program can share one store (``SessionStore(url)``) between histories;
+for a URL, a loop thread of the history's own. The async methods (``aget_messages``,
+``aadd_messages``, ``aclear``) await the call there from any loop. The sync ones
+(``messages``, ``add_messages``, ``clear``) work from any thread that is not running an
+event loop; on a thread that is running one they would block it, so they raise
 :class:`SyncCallInLoopError` instead: use the async methods there. Call :meth:`close`
 (or :meth:`aclose`) when done with a history built from a URL.
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -315,13 +318,12 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         self._store = store if isinstance(store, SessionStore) else None
         self._create_kwargs = dict(create_kwargs or {})
         self._session_id: str | None = None
+        # A history built from a URL owns its store and the loop thread it runs on.
         self._runner: _LoopThread | None = None
         self._lock = threading.Lock()
-        # The loop the store belongs to: the caller's, when built inside one with a store.
-        self._home: asyncio.AbstractEventLoop | None = None
         if self._store is not None:
             with contextlib.suppress(RuntimeError):
-                self._home = asyncio.get_running_loop()
+                _home_of(self._store, asyncio.get_running_loop())
 
     @property
     def session_id(self) -> str | None:
@@ -380,13 +382,11 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         Raises:
             SyncCallInLoopError: called on a thread that runs an event loop.
         """
+        if self._url is None:
+            return
         with self._lock:
             runner, self._runner = self._runner, None
-            store = self._store if self._url is not None else None
-            if self._url is not None:
-                self._store = None
-            if runner is not None and self._home is runner.loop:
-                self._home = None
+            store, self._store = self._store, None
         if runner is None:
             return
         if store is not None:
@@ -448,30 +448,22 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
     # -- where the operations run ---------------------------------------------------
 
     def _home_loop(self, current: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
-        """The loop the store belongs to, deciding it on first use: the caller's loop for
-        a store passed in, else the history's own loop thread."""
+        """The loop the store belongs to (see :func:`_home_of`); for a URL, the history's
+        own loop thread, with the store opened on it."""
+        if self._url is None:
+            assert self._store is not None
+            return _home_of(self._store, current)
         with self._lock:
-            if self._home is None:
-                if self._url is None and current is not None:
-                    self._home = current
-                else:
-                    if self._runner is None:
-                        self._runner = _LoopThread()
-                    self._home = self._runner.loop
-            return self._home
-
-    def _store_here(self) -> SessionStore:
-        """The store, opened from the URL on the home loop's thread the first time."""
-        if self._store is None:
-            assert self._url is not None
-            self._store = SessionStore(Settings.from_env(self._url, self._namespace))
-        return self._store
+            if self._runner is None:
+                self._runner = _LoopThread()
+                self._store = SessionStore(Settings.from_env(self._url, self._namespace))
+            return self._runner.loop
 
     async def _acall(self, operation: Callable[[SessionStore], Awaitable[T]]) -> T:
         current = asyncio.get_running_loop()
         home = self._home_loop(current)
         if home is current:
-            return await operation(self._store_here())
+            return await self._on_home(operation)
         return await asyncio.wrap_future(
             asyncio.run_coroutine_threadsafe(self._on_home(operation), home)
         )
@@ -479,15 +471,41 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
     def _call(self, operation: Callable[[SessionStore], Awaitable[T]]) -> T:
         _in_loop_check()
         home = self._home_loop(None)
-        if home.is_closed() or not home.is_running():
+        if not home.is_running():
             raise SessionDBError(
                 "the event loop this history's store belongs to is not running; call the "
-                "async methods from it, or build the history outside an event loop"
+                "async methods from it, or use the store from sync code only"
             )
         return asyncio.run_coroutine_threadsafe(self._on_home(operation), home).result()
 
     async def _on_home(self, operation: Callable[[SessionStore], Awaitable[T]]) -> T:
-        return await operation(self._store_here())
+        store = self._store
+        if store is None:
+            raise SessionDBError("the history is closed")
+        return await operation(store)
+
+
+# A store's connections belong to the event loop they were opened on (asyncpg's pool
+# does), so every history on one store runs its calls on one loop: the running loop the
+# first history was built in or first called from, else a loop thread kept for the
+# store (an idle daemon thread; it ends with the process).
+_HOMES: weakref.WeakKeyDictionary[SessionStore, asyncio.AbstractEventLoop] = (
+    weakref.WeakKeyDictionary()
+)
+_HOMES_LOCK = threading.Lock()
+
+
+def _home_of(
+    store: SessionStore, current: asyncio.AbstractEventLoop | None
+) -> asyncio.AbstractEventLoop:
+    """The loop ``store`` belongs to, deciding it on first use: ``current`` if a loop is
+    running, else a new loop thread."""
+    with _HOMES_LOCK:
+        home = _HOMES.get(store)
+        if home is None or home.is_closed():
+            home = current if current is not None else _LoopThread().loop
+            _HOMES[store] = home
+        return home
 
 
 def _in_loop_check() -> None:
