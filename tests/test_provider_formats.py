@@ -935,3 +935,10 @@ def test_every_call_is_answered_right_after_it(context: list[Message]) -> None:
             rest = items[index + 1 :]
             answer = next(j for j, i in enumerate(rest) if i.get("call_id") == item["call_id"])
             assert all(i.get("role") != "user" for i in rest[:answer])
+
+
+def test_provider_formats_are_not_file_formats() -> None:
+    from sessiondb.formats import FORMATS
+
+    assert not {"anthropic", "openai_chat", "openai_responses"} & set(FORMATS)
+    assert all("openai" not in name and "anthropic" not in name for name in FORMATS)
