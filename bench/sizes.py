@@ -45,6 +45,8 @@ class Sizes:
     import_lines: int
     import_reps: int
     big_file_lines: int
+    # 10. OpenAI Agents SDK sessions: items in the long session
+    agents_items: int
 
 
 FULL = Sizes(
@@ -76,6 +78,7 @@ FULL = Sizes(
     import_lines=100_000,
     import_reps=3,
     big_file_lines=100_000,
+    agents_items=20_000,
 )
 
 # The deep page (200 x 50) still lies inside 20k sessions; the long session is 20k
@@ -127,6 +130,7 @@ TINY = replace(
     import_lines=1000,
     import_reps=1,
     big_file_lines=400,
+    agents_items=400,
 )
 
 

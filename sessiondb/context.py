@@ -23,6 +23,12 @@ def summary_text(summary: str) -> str:
     return SUMMARY_PREFIX + summary + SUMMARY_SUFFIX
 
 
+def shows_summary(compaction: Compaction) -> bool:
+    """Whether the compaction puts a summary message in the context: a compaction with
+    an empty summary (:meth:`SessionStore.clear`) only hides what came before it."""
+    return compaction.summary != ""
+
+
 def summary_message(compaction: Compaction) -> Message:
     """The user message that stands for everything a compaction superseded."""
     return Message(role="user", content=[TextContent(text=summary_text(compaction.summary))])
@@ -65,7 +71,8 @@ def split_rows(rows: Iterable[tuple[int, int, str | None]]) -> ContextRows:
 
 def to_messages(rows: ContextRows) -> list[Message]:
     """The messages the model should see, as models."""
-    out = [] if rows.compaction is None else [_summary_of(rows.compaction)]
+    summary = _summary_of(rows.compaction) if rows.compaction is not None else None
+    out = [] if summary is None else [summary]
     messages = parse_messages(rows.messages)
     markers = prune_markers(rows.prunes)
     if markers:
@@ -79,10 +86,13 @@ def to_messages(rows: ContextRows) -> list[Message]:
 
 def to_json(rows: ContextRows) -> str:
     """The messages the model should see, as one JSON array of wire-shape objects, built
-    from the stored texts; only pruned messages are parsed (to swap their content)."""
-    parts = (
-        [] if rows.compaction is None else [jsoncodec.dumps(_summary_of(rows.compaction).to_wire())]
-    )
+    from the stored texts; only pruned messages are parsed (to swap their content).
+
+    When a stored text took :mod:`jsoncodec`'s exact path (a lone surrogate, an integer
+    over 64 bits), the array carries the exact path's leading mark too, so that
+    ``jsoncodec.loads`` reads all of it exactly."""
+    summary = _summary_of(rows.compaction) if rows.compaction is not None else None
+    parts = [] if summary is None else [jsoncodec.dumps(summary.to_wire())]
     markers = prune_markers(rows.prunes)
     if markers:
         parts.extend(
@@ -91,7 +101,8 @@ def to_json(rows: ContextRows) -> str:
         )
     else:
         parts.extend(rows.messages)
-    return "[" + ",".join(parts) + "]"
+    exact = any(jsoncodec.is_exact_path(part) for part in parts)
+    return (" [" if exact else "[") + ",".join(parts) + "]"
 
 
 def prune_markers(payloads: Iterable[str]) -> dict[int, str]:
@@ -121,8 +132,9 @@ def _pruned_json(payload: str, marker: str) -> str:
     return jsoncodec.dumps(data)
 
 
-def _summary_of(payload: str) -> Message:
-    return summary_message(Compaction.model_validate(jsoncodec.loads(payload)))
+def _summary_of(payload: str) -> Message | None:
+    compaction = Compaction.model_validate(jsoncodec.loads(payload))
+    return summary_message(compaction) if shows_summary(compaction) else None
 
 
 def tool_call_ids(message: Message) -> list[str]:

@@ -192,8 +192,15 @@ def context(session_id: str, namespace: str, flavour: str) -> Bound:
     return _context(flavour == POSTGRES), _scope(session_id, namespace)
 
 
+def context_tail(session_id: str, namespace: str, flavour: str, last: int) -> Bound:
+    """:func:`context` with only the last ``last`` live messages as ``part = 2`` rows
+    (still in seq order): read backwards by the primary key, ``last`` rows and the
+    tombstones, however long the history."""
+    return _context(flavour == POSTGRES, tail=True), _scope(session_id, namespace, last=last)
+
+
 @cache
-def _context(lateral: bool) -> Select[Any]:
+def _context(lateral: bool, tail: bool = False) -> Select[Any]:
     lin = lineage()
     tomb = _tombstoned_seqs(lin).cte("tombstoned")
     compaction = (
@@ -219,7 +226,53 @@ def _context(lateral: bool) -> Select[Any]:
         records.c.seq >= first_kept,
         records.c.seq.not_in(select(tomb.c.target_seq)),
     )
-    if lateral:
+    if tail:
+        # The last N: each lineage member's newest N by a backward index scan, then the
+        # newest N of those. Postgres says it with LATERAL; SQLite, which has none, finds
+        # each member's N-th newest seq by a correlated LIMIT 1 OFFSET N-1 and reads the
+        # range from there (a plain ORDER BY … LIMIT over the join sorted every row).
+        n = bindparam("last", type_=BigInteger())
+        if lateral:
+            member = (
+                select(records.c.seq, records.c.payload)
+                .where(_in_lineage(lin), *kept)
+                .order_by(records.c.seq.desc())
+                .limit(n)
+                .lateral("kept")
+            )
+            newest = (
+                select(member.c.seq, member.c.payload)
+                .select_from(lin.join(member, true()))
+                .order_by(member.c.seq.desc())
+                .limit(n)
+                .subquery("newest")
+            )
+        else:
+            r = records.alias("r")
+            nth = (
+                select(r.c.seq)
+                .where(
+                    r.c.session_id == lin.c.id,
+                    r.c.seq <= lin.c.upto,
+                    r.c.kind == const("message"),
+                    r.c.seq >= first_kept,
+                    r.c.seq.not_in(select(tomb.c.target_seq)),
+                )
+                .order_by(r.c.seq.desc())
+                .limit(const(1))
+                .offset(n - const(1))
+                .scalar_subquery()
+            )
+            newest = (
+                select(records.c.seq, records.c.payload)
+                .select_from(lin.join(records, _in_lineage(lin)))
+                .where(*kept, records.c.seq >= func.coalesce(nth, const(0)))
+                .order_by(records.c.seq.desc())
+                .limit(n)
+                .subquery("newest")
+            )
+        messages = select(const(2), newest.c.seq, newest.c.payload)
+    elif lateral:
         # Postgres estimates the recursive lineage at 11 rows and then prefers a hash join
         # over a seq scan of the records table; LATERAL makes it one index range scan per
         # lineage member. The ORDER BY keeps the planner from flattening it into a join.
@@ -469,9 +522,7 @@ def insert_keyed_session(values: dict[str, Any], flavour: str) -> Bound:
 def _insert_keyed_session(flavour: str) -> Executable:
     make = pg_insert if flavour == POSTGRES else sqlite_insert
     stmt = make(sessions).values({c.name: bindparam(c.name, type_=c.type) for c in sessions.c})
-    return stmt.on_conflict_do_nothing(index_elements=["namespace", "key"]).returning(
-        *sessions.c
-    )
+    return stmt.on_conflict_do_nothing(index_elements=["namespace", "key"]).returning(*sessions.c)
 
 
 def existing_sessions(ids: list[str], flavour: str) -> Bound:

@@ -695,31 +695,50 @@ class SessionStore:
 
     # -- reading --------------------------------------------------------------------
 
-    async def context(self, session_id: str) -> list[Message]:
+    async def context(self, session_id: str, *, last: int | None = None) -> list[Message]:
         """What the model should see, computed by one query.
 
         The latest live compaction along the lineage becomes a summary message, followed
         by every live message from its ``first_kept_seq`` on; tombstoned messages never
-        appear. Without a compaction, every live message in order.
+        appear. Without a compaction, every live message in order. A compaction with an
+        empty summary (:meth:`clear`) adds no summary message.
+
+        Args:
+            last: only the last ``last`` messages of that list (the summary counts as its
+                first message). Read backwards by index: the cost follows ``last``, not
+                the length of the history.
 
         Raises:
             SessionNotFoundError: no such session in this namespace.
+            InvalidInputError: ``last`` is not a non-negative int.
         """
-        return ctx.to_messages(await self._context_rows(session_id))
+        messages = ctx.to_messages(await self._context_rows(session_id, last))
+        return messages if last is None else messages[max(0, len(messages) - last) :]
 
-    async def context_json(self, session_id: str) -> str:
+    async def context_json(self, session_id: str, *, last: int | None = None) -> str:
         """The same context as :meth:`context`, as one JSON array of wire-shape messages,
         built from the stored texts without parsing them: for services that hand the
-        context straight to a model API.
+        context straight to a model API. ``last`` as for :meth:`context`.
 
         Raises:
             SessionNotFoundError: no such session in this namespace.
+            InvalidInputError: ``last`` is not a non-negative int.
         """
-        return ctx.to_json(await self._context_rows(session_id))
+        rows = await self._context_rows(session_id, last)
+        if last is not None and rows.compaction is not None and len(rows.messages) >= last:
+            # The summary is older than the last ``last`` messages.
+            rows = ctx.ContextRows(rows.head, None, rows.messages, rows.seqs, rows.prunes)
+        return ctx.to_json(rows)
 
-    async def _context_rows(self, session_id: str) -> ctx.ContextRows:
+    async def _context_rows(self, session_id: str, last: int | None = None) -> ctx.ContextRows:
         check_session_id(session_id)
-        rows = await self._backend.fetch(q.context(session_id, self.namespace, self._flavour))
+        if last is None:
+            bound = q.context(session_id, self.namespace, self._flavour)
+        elif isinstance(last, bool) or not isinstance(last, int) or not 0 <= last < 2**63:
+            raise InvalidInputError(f"last must be a non-negative int or None, got {last!r}")
+        else:
+            bound = q.context_tail(session_id, self.namespace, self._flavour, last)
+        rows = await self._backend.fetch(bound)
         split = ctx.split_rows(rows)
         if split.head is None:
             raise SessionNotFoundError(session_id, self.namespace)
@@ -972,6 +991,77 @@ class SessionStore:
             return await self._append_in(tx, session_id, rows, None, [])
 
         return await self._transact(unit)
+
+    async def pop(self, session_id: str, reason: str | None = None) -> Record | None:
+        """Take the context's last entry out of it and return its record, by appending:
+        the last live message gets a tombstone of its own (a tool call or result does
+        not take its partner with it, unlike :meth:`tombstone`); when only a compaction
+        summary is left, the summary goes by a :meth:`clear` and the compaction's record
+        comes back. ``None`` when the context is empty.
+
+        Concurrent pops, in any process, never return the same record: each runs under
+        the session's row lock.
+
+        Raises:
+            SessionNotFoundError: no such session in this namespace.
+        """
+        check_session_id(session_id)
+        reason = column_text(reason, "reason")
+
+        async def unit(tx: Transaction) -> Record | None:
+            await self._lock(tx, session_id)
+            tail = ctx.split_rows(
+                await tx.fetch(q.context_tail(session_id, self.namespace, self._flavour, 1))
+            )
+            if tail.messages:
+                seq = tail.seqs[-1]
+                taken = await self._lineage_rows(tx, session_id, from_seq=seq, to_seq=seq)
+                wire = Tombstone(target_seq=seq, reason=reason).to_wire()
+                row = NewRecord(kind="tombstone", payload=jsoncodec.dumps(wire), target_seq=seq)
+                await self._append_in(tx, session_id, [row], None, [])
+            elif tail.compaction is not None and _has_summary(tail.compaction):
+                # The live compactions; the last is the one in force.
+                taken = (await self._lineage_rows(tx, session_id, kinds=("compaction",)))[-1:]
+                await self._append_clear(tx, session_id)
+            else:
+                return None
+            return records_from_rows([tuple(r)[:6] for r in taken])[0]
+
+        return await self._transact(unit)
+
+    async def clear(self, session_id: str) -> Record | None:
+        """Empty the context by appending a compaction with no summary whose
+        ``first_kept_seq`` is its own seq: everything before it leaves the context, what
+        is appended after it is the new context. Nothing is rewritten: :meth:`records`
+        still shows the history, and tombstoning the record brings it back. Returns the
+        record, or ``None`` when the context was empty already (nothing is written).
+
+        Raises:
+            SessionNotFoundError: no such session in this namespace.
+        """
+        check_session_id(session_id)
+
+        async def unit(tx: Transaction) -> Record | None:
+            await self._lock(tx, session_id)
+            tail = ctx.split_rows(
+                await tx.fetch(q.context_tail(session_id, self.namespace, self._flavour, 1))
+            )
+            if not tail.messages and (tail.compaction is None or not _has_summary(tail.compaction)):
+                return None
+            return await self._append_clear(tx, session_id)
+
+        return await self._transact(unit)
+
+    async def _append_clear(self, tx: Transaction, session_id: str) -> Record:
+        head = await self._lock(tx, session_id)
+        compaction = Compaction(summary="", first_kept_seq=head + 1)
+        row = NewRecord(
+            kind="compaction",
+            payload=jsoncodec.dumps(compaction.to_wire()),
+            first_kept_seq=head + 1,
+        )
+        (record,) = await self._append_in(tx, session_id, [row], None, [])
+        return record
 
     # -- files (sessiondb.transfer and sessiondb.formats do the work) ---------------
 
@@ -1262,6 +1352,10 @@ class SessionStore:
             return False
         window = await self._pair_window(tx, session_id, cut_after)
         return ctx.splits_tool_pair(window, cut_after)
+
+
+def _has_summary(payload: str) -> bool:
+    return ctx.shows_summary(Compaction.model_validate(jsoncodec.loads(payload)))
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..context import pruned_message, summary_message
+from ..context import pruned_message, shows_summary, summary_message
 from ..errors import (
     CompactionError,
     ConflictError,
@@ -116,7 +116,9 @@ class ContextSnapshot:
 
     @property
     def compaction(self) -> Compaction | None:
-        return self.previous.compaction if self.previous is not None else None
+        # A cleared context (a compaction without a summary) has no summary to update.
+        found = self.previous.compaction if self.previous is not None else None
+        return found if found is not None and shows_summary(found) else None
 
     def messages(self) -> list[Message]:
         """What the model sees: the summary message, then the messages."""
