@@ -16,9 +16,9 @@ differs from what the blocks give back, and restored when the message is read: e
 message reads back equal to the one added. A message appended by other code (or a
 compaction summary) reads back as the LangChain message of its role.
 
-``clear`` appends tombstones for every message and compaction of the session: the
-history reads back empty, and ``store.records(session_id, include_tombstoned=True)``
-still shows everything for audit.
+``clear`` appends one record (``SessionStore.clear``: a compaction with no summary
+that supersedes everything before it), whatever the history's length: the history
+reads back empty, and ``store.records(session_id)`` still shows every message for audit.
 
 Sync and async: every call runs on the event loop the store belongs to (asyncpg's
 connections are tied to one): for a store passed in, the loop running where the first
@@ -74,7 +74,6 @@ _ROLE_OF_KIND = {
     "ToolMessageChunk": "toolResult",
 }
 _KIND_OF_ROLE = {"user": "human", "assistant": "ai", "toolResult": "tool"}
-_CLEAR_REASON = "langchain: clear"
 
 
 class SyncCallInLoopError(SessionDBError, RuntimeError):
@@ -363,7 +362,7 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         await self._acall(lambda store: self._add(store, wires))
 
     def clear(self) -> None:
-        """Tombstone every message (and compaction) of the conversation; the records stay
+        """Empty the conversation by appending (``SessionStore.clear``); its records stay
         for audit.
 
         Raises:
@@ -372,7 +371,7 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         self._call(self._clear)
 
     async def aclear(self) -> None:
-        """Tombstone every message of the conversation, as :meth:`clear`."""
+        """Empty the conversation by appending, as :meth:`clear`."""
         await self._acall(self._clear)
 
     def close(self) -> None:
@@ -426,12 +425,8 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
 
     async def _clear(self, store: SessionStore) -> None:
         session_id = await self._find(store, create=False)
-        if session_id is None:
-            return
-        live = await store.records(session_id, kinds=("message", "compaction"))
-        # Messages first: a tombstoned compaction would bring back what it superseded.
-        for record in sorted(live, key=lambda r: (r.kind == "compaction", r.seq)):
-            await store.tombstone(session_id, record.seq, reason=_CLEAR_REASON)
+        if session_id is not None:
+            await store.clear(session_id)
 
     async def _find(self, store: SessionStore, *, create: bool) -> str | None:
         if self._session_id is not None:
