@@ -4,6 +4,7 @@ tombstones, the sync methods work off the loop, and RunnableWithMessageHistory w
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -221,8 +222,13 @@ async def test_sync_methods_run_from_a_thread_and_refuse_inside_the_loop(
 
 
 def test_sync_history_from_a_url(db_url: str) -> None:
-    history = SessionDBChatMessageHistory("from-url", db_url, create_kwargs={"model": "fake"})
-    try:
+    def loop_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "sessiondb-langchain"}
+
+    before = loop_threads()
+    with SessionDBChatMessageHistory(
+        "from-url", db_url, create_kwargs={"model": "fake"}
+    ) as history:
         assert history.messages == []
         history.add_user_message("hi")
         history.add_ai_message("hello")
@@ -231,9 +237,16 @@ def test_sync_history_from_a_url(db_url: str) -> None:
         assert asyncio.run(history.aget_messages()) == [HumanMessage("hi"), AIMessage("hello")]
         history.clear()
         assert history.messages == []
-    finally:
-        history.close()
     history.close()  # idempotent
+    assert loop_threads() == before  # its loop thread ended
+
+
+async def test_async_history_from_a_url(db_url: str) -> None:
+    async with SessionDBChatMessageHistory("from-url", db_url) as history:
+        await history.aadd_messages([HumanMessage("hi")])
+        assert await history.aget_messages() == [HumanMessage("hi")]
+        with pytest.raises(SyncCallInLoopError):
+            history.close()
 
 
 def _chain(seen: list[list[BaseMessage]], answers: list[str]) -> Any:

@@ -375,27 +375,40 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         await self._acall(self._clear)
 
     def close(self) -> None:
-        """Close the store the history opened from a URL and stop its loop thread; a
-        store the caller passed stays open. Idempotent.
+        """Close the store the history opened from a URL and stop its loop thread (a
+        later call opens them again); a store the caller passed stays open. Idempotent.
+        ``with`` / ``async with`` a history closes it at the end.
 
         Raises:
             SyncCallInLoopError: called on a thread that runs an event loop.
         """
         if self._url is None:
             return
+        _in_loop_check()
         with self._lock:
             runner, self._runner = self._runner, None
             store, self._store = self._store, None
         if runner is None:
             return
         if store is not None:
-            _in_loop_check()
             asyncio.run_coroutine_threadsafe(store.close(), runner.loop).result()
         runner.stop()
 
     async def aclose(self) -> None:
         """:meth:`close`, from async code."""
         await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> SessionDBChatMessageHistory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SessionDBChatMessageHistory:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # -- operations -----------------------------------------------------------------
 
