@@ -942,3 +942,67 @@ def test_provider_formats_are_not_file_formats() -> None:
 
     assert not {"anthropic", "openai_chat", "openai_responses"} & set(FORMATS)
     assert all("openai" not in name and "anthropic" not in name for name in FORMATS)
+
+
+def test_items_the_openai_agents_adapter_stored_whole_go_back_as_stored() -> None:
+    """sessiondb.integrations.openai_agents keeps each item under the message's
+    ``responsesItem``: whole for reasoning and calls, with its text taken out (and
+    ``responsesItemText`` saying where) for messages."""
+    call_item = RESPONSES_TOOL_CALL["output"][1]  # type: ignore[index]
+    web_search = RESPONSES_TEXT["output"][0]  # type: ignore[index]
+    context = [
+        Message.model_validate(
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Weather?"}],
+                "responsesItem": {"role": "user", "content": None},
+                "responsesItemText": "content",
+            }
+        ),
+        assistant({"type": "thinking", "thinking": "s"}, responsesItem=REASONING_ITEM),
+        assistant(call("call_12345xyz", location="Paris, France"), responsesItem=call_item),
+        result("call_12345xyz", "15"),
+        assistant(responsesItem=web_search),
+        assistant(
+            {"type": "text", "text": "15 °C"},
+            responsesItem={"type": "message", "role": "assistant", "content": None},
+            responsesItemText="content",
+        ),
+    ]
+    assert to_openai_responses(context).input == [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Weather?"}],
+        },
+        REASONING_ITEM,
+        call_item,
+        {"type": "function_call_output", "call_id": "call_12345xyz", "output": "15"},
+        web_search,
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "15 °C", "annotations": []}],
+        },
+    ]
+
+
+def test_a_session_the_openai_agents_adapter_wrote_gives_its_items_back() -> None:
+    pytest.importorskip("agents", reason="openai-agents is not installed")
+    from sessiondb.integrations.openai_agents import item_message
+
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": "Weather in Paris?"},
+        *RESPONSES_TOOL_CALL["output"],  # type: ignore[list-item]
+        {"type": "function_call_output", "call_id": "call_12345xyz", "output": "15"},
+        *RESPONSES_TEXT["output"],  # type: ignore[list-item]
+    ]
+    context = [Message.model_validate(item_message(item)) for item in items]
+    sent = to_openai_responses(context).input
+    assert sent[1:5] == items[1:5]  # reasoning, call, its output, the web search: as added
+    assert sent[0] == {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Weather in Paris?"}],
+    }
+    assert sent[5]["content"][0]["text"] == "It is 15 °C in Paris [1]."

@@ -18,7 +18,9 @@ Shapes (one sessiondb message can be several items):
   ``thinkingSignature``) → that item, so the model gets its encrypted reasoning back;
   a thinking block without one (another provider's) is left out, as the API cannot
   take it. Output items sessiondb does not model (web search calls, …) are kept as
-  ``{"type": "responsesItem", "item": …}`` blocks and sent back as they came.
+  ``{"type": "responsesItem", "item": …}`` blocks and sent back as they came. An
+  assistant message the OpenAI Agents adapter stored with its whole item (reasoning, a
+  call, a hosted tool's item: the message's ``responsesItem``) gives that item back.
 - ``toolResult`` → a ``function_call_output`` item right after its call's message
   (``output`` text, or ``input_text`` / ``input_image`` parts when it holds images).
 - Usage: ``input_tokens`` minus ``input_tokens_details.cached_tokens`` → ``input``, the
@@ -42,6 +44,10 @@ __all__ = ["API", "ITEM_BLOCK", "ResponsesRequest", "from_openai_responses", "to
 API = p.OPENAI_RESPONSES_API
 #: The block type that holds a Responses output item sessiondb does not model.
 ITEM_BLOCK = "responsesItem"
+# The message fields of sessiondb.integrations.openai_agents: the item as added, and
+# (for an item whose text the blocks hold) where that text was taken out.
+AGENTS_ITEM = "responsesItem"
+AGENTS_ITEM_TEXT = "responsesItemText"
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,15 @@ def _input_part(block: dict[str, Any]) -> dict[str, Any]:
 
 def _assistant_items(message: dict[str, Any]) -> list[dict[str, Any]]:
     foreign = p.foreign(message, API)
+    stored = message.get(AGENTS_ITEM)
+    if (
+        isinstance(stored, dict)
+        and not foreign
+        and AGENTS_ITEM_TEXT not in message
+        and stored.get("type") not in (None, "message")
+    ):
+        # Stored whole by the OpenAI Agents adapter: reasoning, a call, a hosted tool's item.
+        return [stored]
     items: list[dict[str, Any]] = []
     text_item: dict[str, Any] | None = None  # the message item text blocks go into
     for block in p.blocks(message):
