@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from conftest import _connect as connect
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 
 pytest.importorskip(
@@ -538,3 +540,103 @@ async def test_get_items_with_limit_costs_the_same_at_20k_as_at_1k(db_url: str) 
                 costs[size] = await _records_read_postgres(store, db_url, bound)
     # The same work, give or take the index being one level deeper.
     assert costs[20_000] <= costs[1_000] * 1.1 + 10, costs
+
+
+async def test_pop_after_a_compaction_ends_with_the_summary_item(db_url: str) -> None:
+    async with SessionStore.open(db_url) as store:
+        session = SessionDBSession("summary-pop", store=store)
+        turns = _turn(0) + _turn(1)
+        await session.add_items(turns)
+        sid = await _sid(store, "summary-pop")
+        await store.append_compaction(sid, summary="the first turn", first_kept_seq=5)
+        summary = {"role": "user", "content": summary_text("the first turn")}
+        assert await session.get_items() == [summary, *turns[4:]]
+        assert await session.get_items(limit=4) == turns[4:]
+        assert await session.get_items(limit=5) == [summary, *turns[4:]]
+        for expected in reversed(turns[4:]):
+            assert await session.pop_item() == expected
+        assert await session.pop_item() == summary
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+
+
+# -- fuzz: any JSON item comes back as it went in ------------------------------------------
+
+_keys = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=6)
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),  # NUL and lone surrogates included
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_keys, inner, max_size=3)),
+    max_leaves=12,
+)
+_parts = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["input_text", "output_text", "text"]), "text": st.text()},
+            optional={"annotations": st.just([]), "extra": _json},
+        ),
+        st.dictionaries(_keys, _json, max_size=3),
+        st.fixed_dictionaries({"type": st.sampled_from(["text", "toolCall", "image"])}),
+    ),
+    max_size=3,
+)
+_items = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "system", "developer"]),
+            "content": st.one_of(st.text(), _parts, _json),
+        },
+        optional={"type": st.just("message"), "id": st.text(max_size=5), "x": _json},
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["function_call", "custom_tool_call", "computer_call"]),
+            "call_id": st.text(max_size=5),
+        },
+        optional={"name": _json, "arguments": st.one_of(st.text(), _json), "input": _json},
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["function_call_output", "computer_call_output"]),
+            "call_id": st.text(max_size=5),
+            "output": st.one_of(st.text(), _parts, _json),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("reasoning")}, optional={"summary": _json, "content": _parts}
+    ),
+    st.dictionaries(_keys, _json, max_size=4),
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_fuzz_items_round_trip(db_url: str) -> None:
+    loop = asyncio.new_event_loop()
+    store = loop.run_until_complete(SessionStore.connect(db_url))
+    session = SessionDBSession("fuzz", store=store)
+    try:
+
+        @settings(
+            max_examples=250,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        )
+        @given(item=_items)
+        def check(item: dict[str, Any]) -> None:
+            sent = copy.deepcopy(item)
+            loop.run_until_complete(session.add_items([item]))
+            assert item == sent
+            assert loop.run_until_complete(session.get_items(limit=1)) == [sent]
+            assert loop.run_until_complete(session.get_items())[-1] == sent
+            assert loop.run_until_complete(session.pop_item()) == sent
+
+        check()
+    finally:
+        loop.run_until_complete(store.close())
+        loop.close()

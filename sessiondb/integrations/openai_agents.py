@@ -397,11 +397,15 @@ def _arguments(item: dict[str, Any]) -> dict[str, Any]:
     return {k: item[k] for k in ("input", "action", "arguments") if k in item}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _reasoning(item: dict[str, Any]) -> str:
     texts = [
         part["text"]
         for key in ("summary", "content")
-        for part in (item.get(key) or [])
+        for part in _list(item.get(key))
         if isinstance(part, dict) and isinstance(part.get("text"), str)
     ]
     return "\n".join(texts)
