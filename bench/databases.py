@@ -2,7 +2,8 @@
 
 Postgres comes from ``SESSIONDB_BENCH_DATABASE_URL`` (any database on the server; it
 is only used to create and drop the run's databases), else the local server on
-127.0.0.1:5432 as ``$PGUSER``, ``root`` or ``postgres``. SQLite files live in a
+127.0.0.1:5432 as ``$PGUSER``, ``root`` or ``postgres``, else the database
+``docker compose up -d --wait`` starts (``sessiondb._compose``). SQLite files live in a
 temporary directory.
 """
 
@@ -20,7 +21,7 @@ from typing import Protocol
 import asyncpg
 from sqlalchemy.engine import URL, make_url
 
-from sessiondb import SessionStore
+from sessiondb import SessionStore, _compose
 
 ENV_URL = "SESSIONDB_BENCH_DATABASE_URL"
 
@@ -74,8 +75,11 @@ async def find_postgres() -> URL:
         [explicit]
         if explicit
         else [
-            f"postgresql://{user}@127.0.0.1:5432/postgres"
-            for user in dict.fromkeys([os.environ.get("PGUSER") or "root", "postgres"])
+            *(
+                f"postgresql://{user}@127.0.0.1:5432/postgres"
+                for user in dict.fromkeys([os.environ.get("PGUSER") or "root", "postgres"])
+            ),
+            _compose.URL,
         ]
     )
     errors = []
@@ -88,7 +92,11 @@ async def find_postgres() -> URL:
             continue
         await conn.close()
         return url
-    source = ENV_URL if explicit else f"the local server (set {ENV_URL} to use another)"
+    source = (
+        ENV_URL
+        if explicit
+        else f"the local server or docker compose (set {ENV_URL} to use another)"
+    )
     raise BenchError(
         f"no Postgres reachable from {source}: "
         + "; ".join(errors)

@@ -1,9 +1,11 @@
 """Test databases: the same suite on SQLite and on a real Postgres.
 
 Postgres is found, in order: ``SESSIONDB_TEST_DATABASE_URL``; the local server on
-127.0.0.1:5432; a testcontainers Postgres where a Docker engine answers. Without one the
-Postgres tests are skipped with the reason, and ``SESSIONDB_REQUIRE_POSTGRES=1`` turns
-that skip into a failure (CI sets it).
+127.0.0.1:5432; the database ``docker compose up -d --wait`` starts (its address from
+``sessiondb._compose``); a testcontainers Postgres where a Docker engine answers. Without
+one the Postgres tests are skipped with the reason, and ``SESSIONDB_REQUIRE_POSTGRES=1``
+turns that skip into a failure (CI sets it). A local server comes before the compose one:
+it is already there, and the compose port (5433) cannot be taken by it.
 
 Each run migrates one template database and gives every test a fresh copy, which the
 run drops at the end.
@@ -23,7 +25,10 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import URL, make_url
 
-from sessiondb import SessionStore
+from sessiondb import SessionStore, _compose
+
+#: The compose database's URL, as the tests use it (``tests/test_compose.py``).
+COMPOSE_URL = _compose.URL
 
 # The behavioural suite runs on each; a test that opens the database by URL (several
 # stores or processes on one database) cannot run on ":memory:", which is one database
@@ -80,6 +85,11 @@ def _find_postgres() -> Postgres:
         if error is None:
             return Postgres(url, "")
         errors.append(f"{user}@127.0.0.1:5432: {error}")
+    url = make_url(COMPOSE_URL)
+    error = asyncio.run(_can_connect(url))
+    if error is None:
+        return Postgres(url, "")
+    errors.append(f"docker compose ({url.render_as_string(hide_password=True)}): {error}")
     try:
         from testcontainers.postgres import PostgresContainer
 

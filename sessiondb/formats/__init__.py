@@ -4,6 +4,10 @@
 directory tree (formats mixed) into :class:`ImportedSession` values; a format's
 ``write`` turns a stored session back into its files. Nothing here knows a database:
 the store writes what the readers give and hands the writers what it reads.
+
+``anthropic``, ``openai_chat`` and ``openai_responses`` live here too, but are provider
+API formats (a context as a request, a response as messages), not file formats: they
+are not in ``FORMATS`` and :func:`detect` never picks them.
 """
 
 from __future__ import annotations

@@ -1,2 +1,4 @@
-"""Drop-in session stores for agent frameworks, each behind an optional extra:
-``sessiondb.integrations.openai_agents`` (``pip install 'sessiondb[openai-agents]'``)."""
+"""Drop-in session stores for agent frameworks, each behind an optional extra (importing
+one without its framework raises :class:`sessiondb.MissingDependencyError` naming it):
+``sessiondb.integrations.openai_agents`` (``pip install 'sessiondb[openai-agents]'``) and
+``sessiondb.integrations.langchain`` (``pip install 'sessiondb[langchain]'``)."""
