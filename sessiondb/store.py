@@ -1127,8 +1127,12 @@ class SessionStore:
         self, tx: Transaction, session_id: str, seq: int
     ) -> list[tuple[int, Message]]:
         """The messages around ``seq`` that a tool call and its results can span: from the
-        last assistant message before it to the first message after it that is not a
-        tool result."""
+        last assistant message at or before it to the next assistant message after it.
+
+        A user message between a call and its result does not end the window: a result
+        answers the last assistant message before it (``pair_members``), so the call must
+        see that result too, or tombstoning the call would leave the result behind.
+        """
         start = (
             await tx.fetch(
                 q.nearest_message(
@@ -1138,9 +1142,7 @@ class SessionStore:
         )[0]["seq"]
         after = (
             await tx.fetch(
-                q.nearest_message(
-                    session_id, self.namespace, roles=("user", "assistant"), after=seq
-                )
+                q.nearest_message(session_id, self.namespace, roles=("assistant",), after=seq)
             )
         )[0]["seq"]
         end = after - 1 if after is not None else None
