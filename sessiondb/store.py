@@ -483,12 +483,7 @@ class SessionStore:
     async def _append(
         self, session_id: str, rows: list[NewRecord], *, expected_seq: int | None = None
     ) -> list[Record]:
-        if expected_seq is not None and (
-            isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
-        ):
-            raise InvalidInputError(
-                f"expected_seq must be a non-negative int, got {expected_seq!r}"
-            )
+        _check_expected_seq(expected_seq)
         uuids = [r.uuid for r in rows if r.uuid is not None]
         if len(set(uuids)) != len(uuids):
             raise InvalidInputError("the same uuid appears twice in one append")
@@ -710,6 +705,7 @@ class SessionStore:
             raise InvalidInputError(
                 f"first_kept_seq must be a positive int, got {first_kept_seq!r}"
             )
+        _check_expected_seq(expected_seq)
         try:
             compaction = Compaction(
                 summary=summary,
@@ -783,6 +779,7 @@ class SessionStore:
             raise InvalidInputError(
                 f"tokens_freed must be a non-negative int, got {tokens_freed!r}"
             )
+        _check_expected_seq(expected_seq)
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
         row = NewRecord(kind="prune", payload=to_json(prune.to_wire(), "prune"))
 
@@ -1176,6 +1173,14 @@ def _first_error(exc: ValidationError) -> str:
 def _check_bool(value: object, name: str) -> None:
     if not isinstance(value, bool):
         raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_expected_seq(expected_seq: object) -> None:
+    """Refused before SQL: the databases compared ``"1"`` or ``True`` differently."""
+    if expected_seq is not None and (
+        isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
+    ):
+        raise InvalidInputError(f"expected_seq must be a non-negative int, got {expected_seq!r}")
 
 
 def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:
