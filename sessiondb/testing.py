@@ -81,7 +81,7 @@ SUMMARY_PREFIX = (
 )
 SUMMARY_SUFFIX = "\n</summary>"
 
-KINDS = ("message", "compaction", "tombstone")
+KINDS = ("message", "compaction", "tombstone", "prune")
 
 
 # -- the reference model ----------------------------------------------------------------
@@ -217,6 +217,9 @@ class ReferenceModel:
       its summary (a user message wrapped in the spec's markers) followed by the live
       messages from its ``firstKeptSeq`` on. ``firstKeptSeq`` must name a live message
       of the current context. Tombstoning the compaction brings back what it superseded.
+    - **Prunes** name live tool results of the context not pruned yet; in the context
+      each shows one text block holding the prune's marker (every other field kept).
+      Tombstoning the prune record brings the content back.
     - **Tombstones** name one record of the lineage (not a tombstone); one already
       tombstoned is not tombstoned again.
     - **Forks** hold the parent's records with ``seq <= at_seq`` by reference (``at_seq``
@@ -331,12 +334,25 @@ class ReferenceModel:
             text = SUMMARY_PREFIX + compaction.payload["summary"] + SUMMARY_SUFFIX
             out.append({"role": "user", "content": [{"type": "text", "text": text}]})
             first_kept = compaction.payload["firstKeptSeq"]
-        out.extend(
-            r.payload
-            for r in lineage
-            if r.kind == "message" and r.seq >= first_kept and r.seq not in dead
-        )
+        markers = self.prune_markers(lineage)
+        for r in lineage:
+            if r.kind == "message" and r.seq >= first_kept and r.seq not in dead:
+                if r.seq in markers:
+                    out.append({**r.payload, "content": [{"type": "text", "text": markers[r.seq]}]})
+                else:
+                    out.append(r.payload)
         return out
+
+    @classmethod
+    def prune_markers(cls, lineage: Sequence[ModelRecord]) -> dict[int, str]:
+        """Seq → marker of every tool result a live prune record names."""
+        dead = cls.tombstoned(lineage)
+        return {
+            seq: r.payload["marker"]
+            for r in lineage
+            if r.kind == "prune" and r.seq not in dead
+            for seq in r.payload["seqs"]
+        }
 
     def records(
         self,
@@ -518,6 +534,44 @@ class ReferenceModel:
             "modifiedFiles": list(modified_files),
         }
         (record,) = self._write(session, "compaction", [payload])
+        return record
+
+    def append_prune(
+        self,
+        session_id: str,
+        seqs: Sequence[int],
+        *,
+        marker: str = "[Old tool result content cleared]",
+        tokens_freed: int = 0,
+        expected_seq: int | None = None,
+    ) -> ModelRecord:
+        """Append a prune overlay: in the context, each tool result of ``seqs`` (live
+        ones of the context, not pruned yet) shows one text block holding ``marker``."""
+        if not seqs or any(isinstance(q, bool) or not isinstance(q, int) or q < 1 for q in seqs):
+            raise InvalidInputError(f"seqs must be a non-empty list of positive ints: {seqs!r}")
+        if len(set(seqs)) != len(seqs):
+            raise InvalidInputError("the same seq appears twice in seqs")
+        if not isinstance(marker, str) or not marker.strip():
+            raise InvalidInputError(f"marker must be a non-empty string, got {marker!r}")
+        if isinstance(tokens_freed, bool) or not isinstance(tokens_freed, int) or tokens_freed < 0:
+            raise InvalidInputError(f"tokens_freed must be a non-negative int: {tokens_freed!r}")
+        _check_expected(expected_seq)
+        session = self.get_session(session_id)
+        lineage = self.lineage(session_id)
+        dead = self.tombstoned(lineage)
+        first_kept = self.first_kept(lineage)
+        results = {
+            r.seq
+            for r in lineage
+            if r.role == "toolResult" and r.seq >= first_kept and r.seq not in dead
+        }
+        if any(q not in results for q in seqs):
+            raise InvalidInputError(f"not tool results in the context: {seqs!r}")
+        if any(q in self.prune_markers(lineage) for q in seqs):
+            raise InvalidInputError(f"already pruned: {seqs!r}")
+        _check_head(session, expected_seq)
+        payload = {"seqs": sorted(seqs), "marker": marker, "tokensFreed": tokens_freed}
+        (record,) = self._write(session, "prune", [payload])
         return record
 
     def tombstone(self, session_id: str, seq: int, reason: str | None = None) -> list[ModelRecord]:
@@ -711,7 +765,7 @@ def conformance_machine(
     Each example awaits ``store_factory()`` once, on an event loop of its own, for a
     store that sees no other sessions (a fresh database or a fresh namespace), and closes
     the store when the example ends. Operations: create, append (with and without
-    ``expected_seq``, with uuids), compaction, tombstone, fork (at a seq, detached),
+    ``expected_seq``, with uuids), compaction, prune, tombstone, fork (at a seq, detached),
     delete (with and without cascade), records with filters. After every step,
     ``get_session``, ``context``, ``context_json``, ``records`` and ``list_sessions``
     agree with the model, and an operation the model refuses fails in the store with the
@@ -993,6 +1047,52 @@ def conformance_machine(
                 assert got is not None
                 assert info_view(got) == want.info(), f"fork({sid}, {at_seq}): returned info"
                 self.known.append(got.id)
+
+        @rule(
+            index=st.integers(0, 63),
+            choices=st.lists(st.integers(0, 63), min_size=1, max_size=2),
+            marker=st.sampled_from(
+                ("[pruned]", "[Old tool result content cleared]", "[pruned]", " ")
+            ),
+            mode=st.sampled_from(EXPECTED),
+        )
+        def append_prune(self, index: int, choices: list[int], marker: str, mode: str) -> None:
+            self.step()
+            sid = self.pick(index)
+            # Mostly tool results of the context not pruned yet; else any message or
+            # one past the head.
+            seqs = []
+            if sid in self.model.sessions:
+                lineage = self.model.lineage(sid)
+                dead = self.model.tombstoned(lineage)
+                first, pruned = self.model.first_kept(lineage), self.model.prune_markers(lineage)
+                seqs += [
+                    r.seq
+                    for r in lineage
+                    if r.role == "toolResult"
+                    and r.seq >= first
+                    and r.seq not in dead
+                    and r.seq not in pruned
+                ] * 4
+                seqs += [r.seq for r in lineage if r.kind == "message"]
+            seqs.append(self.head(sid) + 1)
+            chosen = [seqs[c % len(seqs)] for c in choices]
+            expected_seq = self.expected(sid, mode)
+            got, error = self.call(
+                self.store.append_prune(
+                    sid, chosen, marker=marker, tokens_freed=42, expected_seq=expected_seq
+                )
+            )
+            want = self.both(
+                lambda: self.model.append_prune(
+                    sid, chosen, marker=marker, tokens_freed=42, expected_seq=expected_seq
+                ),
+                got,
+                error,
+            )
+            if want is not None:
+                assert got is not None
+                assert record_view(got) == want.view(), f"append_prune({sid}): returned record"
 
         # Deletes empty the example quickly: only while two sessions or more exist.
         @precondition(lambda self: len(self.model.sessions) >= 2)

@@ -271,3 +271,16 @@ def test_delete_refuses_a_session_with_forks_unless_cascading() -> None:
     assert sorted(model.delete_session(A, cascade=True)) == sorted([A, B])
     with pytest.raises(SessionNotFoundError):
         model.context(B)
+
+
+def test_a_prune_shows_its_marker_until_it_is_tombstoned() -> None:
+    model = model_with(user("q"), assistant("x", "y"), result("x"), result("y"))
+    (prune,) = [model.append_prune(A, [4, 3], marker="[gone]")]
+    assert prune.payload == {"seqs": [3, 4], "marker": "[gone]", "tokensFreed": 0}
+    assert [m["content"] for m in model.context(A)[2:]] == [[text_block("[gone]")]] * 2
+    assert model.context(A)[2]["toolCallId"] == "x"
+    for bad in ([3], [1], [9], [3, 3], []):  # pruned already, not a result, beyond, twice
+        with pytest.raises(InvalidInputError):
+            model.append_prune(A, bad)
+    model.tombstone(A, 5)
+    assert [m["content"] for m in model.context(A)[2:]] == [[text_block("x")], [text_block("y")]]
