@@ -271,6 +271,12 @@ class ReferenceModel:
             raise SessionNotFoundError(session_id)
         return session
 
+    def rename(self, session_id: str, name: str) -> ModelSession:
+        """Set the session's name (a name given later is not replaced by a derived one)."""
+        session = self.get_session(session_id)
+        session.name = name
+        return session
+
     def delete_session(self, session_id: str, *, cascade: bool = False) -> list[str]:
         """Delete the session (with ``cascade``, its forks too); the ids deleted."""
         self.get_session(session_id)
@@ -765,8 +771,8 @@ def conformance_machine(
     Each example awaits ``store_factory()`` once, on an event loop of its own, for a
     store that sees no other sessions (a fresh database or a fresh namespace), and closes
     the store when the example ends. Operations: create, append (with and without
-    ``expected_seq``, with uuids), compaction, prune, tombstone, fork (at a seq, detached),
-    delete (with and without cascade), records with filters. After every step,
+    ``expected_seq``, with uuids), compaction, prune, tombstone, fork (at a seq,
+    detached), rename, delete (with and without cascade), records with filters. After every step,
     ``get_session``, ``context``, ``context_json``, ``records`` and ``list_sessions``
     agree with the model, and an operation the model refuses fails in the store with the
     same :class:`SessionDBError` subclass.
@@ -1093,6 +1099,16 @@ def conformance_machine(
             if want is not None:
                 assert got is not None
                 assert record_view(got) == want.view(), f"append_prune({sid}): returned record"
+
+        @rule(index=st.integers(0, 63), name=st.sampled_from(NAMES))
+        def rename(self, index: int, name: str) -> None:
+            self.step()
+            sid = self.pick(index)
+            got, error = self.call(self.store.rename(sid, name))
+            want = self.both(lambda: self.model.rename(sid, name), got, error)
+            if want is not None:
+                assert got is not None
+                assert info_view(got) == want.info(), f"rename({sid}): returned info"
 
         # Deletes empty the example quickly: only while two sessions or more exist.
         @precondition(lambda self: len(self.model.sessions) >= 2)
