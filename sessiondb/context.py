@@ -146,7 +146,7 @@ def splits_tool_pair(window: Sequence[tuple[int, Message]], cut_after: int) -> b
     a tool call from its result.
 
     ``window`` holds the messages around the cut, in seq order: from the last assistant
-    message at or before the cut to the first non-tool-result message after it.
+    message at or before the cut to the next assistant message after it.
     """
     calls_before: set[str] = set()
     results_after: set[str] = set()

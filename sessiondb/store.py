@@ -585,12 +585,7 @@ class SessionStore:
     async def _append(
         self, session_id: str, rows: list[NewRecord], *, expected_seq: int | None = None
     ) -> list[Record]:
-        if expected_seq is not None and (
-            isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
-        ):
-            raise InvalidInputError(
-                f"expected_seq must be a non-negative int, got {expected_seq!r}"
-            )
+        _check_expected_seq(expected_seq)
         uuids = [r.uuid for r in rows if r.uuid is not None]
         if len(set(uuids)) != len(uuids):
             raise InvalidInputError("the same uuid appears twice in one append")
@@ -831,6 +826,7 @@ class SessionStore:
             raise InvalidInputError(
                 f"first_kept_seq must be a positive int, got {first_kept_seq!r}"
             )
+        _check_expected_seq(expected_seq)
         try:
             compaction = Compaction(
                 summary=summary,
@@ -904,6 +900,7 @@ class SessionStore:
             raise InvalidInputError(
                 f"tokens_freed must be a non-negative int, got {tokens_freed!r}"
             )
+        _check_expected_seq(expected_seq)
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
         row = NewRecord(kind="prune", payload=to_json(prune.to_wire(), "prune"))
 
@@ -1322,8 +1319,12 @@ class SessionStore:
         self, tx: Transaction, session_id: str, seq: int
     ) -> list[tuple[int, Message]]:
         """The messages around ``seq`` that a tool call and its results can span: from the
-        last assistant message before it to the first message after it that is not a
-        tool result."""
+        last assistant message at or before it to the next assistant message after it.
+
+        A user message between a call and its result does not end the window: a result
+        answers the last assistant message before it (``pair_members``), so the call must
+        see that result too, or tombstoning the call would leave the result behind.
+        """
         start = (
             await tx.fetch(
                 q.nearest_message(
@@ -1333,9 +1334,7 @@ class SessionStore:
         )[0]["seq"]
         after = (
             await tx.fetch(
-                q.nearest_message(
-                    session_id, self.namespace, roles=("user", "assistant"), after=seq
-                )
+                q.nearest_message(session_id, self.namespace, roles=("assistant",), after=seq)
             )
         )[0]["seq"]
         end = after - 1 if after is not None else None
@@ -1373,6 +1372,14 @@ def _first_error(exc: ValidationError) -> str:
 def _check_bool(value: object, name: str) -> None:
     if not isinstance(value, bool):
         raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_expected_seq(expected_seq: object) -> None:
+    """Refused before SQL: the databases compared ``"1"`` or ``True`` differently."""
+    if expected_seq is not None and (
+        isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
+    ):
+        raise InvalidInputError(f"expected_seq must be a non-negative int, got {expected_seq!r}")
 
 
 def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:

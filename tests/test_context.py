@@ -188,6 +188,16 @@ async def test_append_compaction_with_expected_seq(store: SessionStore) -> None:
     assert record.seq == 3
 
 
+@pytest.mark.parametrize("bad", [-1, "2", True, 2.0])
+async def test_append_compaction_refuses_a_bad_expected_seq(store: SessionStore, bad: Any) -> None:
+    """Refused before SQL, as append refuses it (SQLite took "2", Postgres took True)."""
+    sid = await session_with(store, [user("a"), user("b")])
+    before = await raw_records(store)
+    with pytest.raises(InvalidInputError, match="expected_seq must be a non-negative int"):
+        await store.append_compaction(sid, summary="s", first_kept_seq=2, expected_seq=bad)
+    assert await raw_records(store) == before
+
+
 # -- refusals ---------------------------------------------------------------------------
 
 

@@ -126,6 +126,10 @@ async def test_append_prune_refuses_what_is_not_a_live_tool_result(store: Sessio
         ([3], {"marker": 7}),
         ([3], {"tokens_freed": -1}),
         ([3], {"tokens_freed": 1.5}),
+        # Refused before SQL, as append refuses them (SQLite took "10" for 10).
+        ([3], {"expected_seq": "10"}),
+        ([3], {"expected_seq": True}),
+        ([3], {"expected_seq": -1}),
     ]
     for seqs, kwargs in bad:
         with pytest.raises(InvalidInputError):

@@ -272,3 +272,30 @@ async def test_compaction_refuses_a_tombstoned_first_kept_seq(store: SessionStor
         await store.append_compaction(sid, summary="s", first_kept_seq=2)
     await store.append_compaction(sid, summary="s", first_kept_seq=3)
     assert texts(await store.context(sid)) == [summary_text("s"), "c"]
+
+
+# A user message between a tool call and its result (the conformance machine found that
+# the pair was kept together from the result's side only).
+INTERRUPTED_PAIR = [user("q"), assistant("call", ["A"]), user("wait"), result("A"), user("next")]
+
+
+@pytest.mark.parametrize("target", [2, 4])
+async def test_a_pair_with_a_user_message_between_leaves_together(
+    store: SessionStore, target: int
+) -> None:
+    sid = await session_with(store, INTERRUPTED_PAIR)
+    assert _targets(await store.tombstone(sid, target)) == [2, 4]
+    assert texts(await store.context(sid)) == ["q", "wait", "next"]
+
+
+@pytest.mark.parametrize("cut_after", [2, 3])
+async def test_no_cut_between_a_call_and_a_result_after_a_user_message(
+    store: SessionStore, cut_after: int
+) -> None:
+    sid = await session_with(store, INTERRUPTED_PAIR)
+    with pytest.raises(InvalidInputError, match="separate a tool call"):
+        await store.append_compaction(sid, summary="s", first_kept_seq=cut_after + 1)
+    with pytest.raises(InvalidInputError, match="between a tool call and its result"):
+        await store.fork(sid, cut_after)
+    await store.append_compaction(sid, summary="s", first_kept_seq=5)
+    assert (await store.fork(sid, 4)).fork_seq == 4
