@@ -45,6 +45,7 @@ The conversation history before this point was compacted into the following summ
 {compaction.summary}
 </summary>"""
 
+
 async def sql(store: SessionStore, statement: str, **params: Any) -> list[Any]:
     return await sqlh.fetch(store, statement, **params)
 
