@@ -22,6 +22,7 @@ from .backends import IntegrityViolation, Transaction
 from .config import check_namespace
 from .errors import ConfigurationError, ConflictError, InvalidInputError
 from .rows import utc
+from .validation import column_text
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -109,6 +110,7 @@ def check_args(
         ns = check_namespace(namespace)
     except ConfigurationError as exc:
         raise InvalidInputError(str(exc)) from None
+    column_text(ns, "namespace")  # no lone surrogates either
     if (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, int)
