@@ -802,9 +802,11 @@ def _this_turn() -> ColumnElement[bool]:
 def turn_enqueue(
     session_id: str, namespace: str, token: str, holder: str, lease: float, flavour: str
 ) -> Bound:
-    """Queue a turn: a row with the next ticket of the session; returns ``ticket``, or no
-    row when the session is not in the namespace. Two at once may pick the same ticket:
-    the primary key refuses the second, which tries again."""
+    """Queue a turn: a row with the next ticket of the session, marked the holder at once
+    when the session has no other row (the uncontended turn: one statement). Returns
+    ``ticket``, ``acquired_at`` (NULL: wait) and ``expires_at``, or no row when the
+    session is not in the namespace. Two at once may pick the same ticket: the primary
+    key refuses the second, which tries again."""
     params = _scope(session_id, namespace, token=token, holder=holder, lease=lease)
     return _turn_enqueue(flavour), params
 
@@ -812,6 +814,7 @@ def turn_enqueue(
 @cache
 def _turn_enqueue(flavour: str) -> Insert:
     t = turns.c
+    mine = select(t.ticket).where(t.session_id == SID)
     following = select(func.coalesce(func.max(t.ticket), const(0)) + const(1)).where(
         t.session_id == SID
     )
@@ -821,11 +824,11 @@ def _turn_enqueue(flavour: str) -> Insert:
         TOKEN,
         bindparam("holder", type_=Text()),
         db_now(flavour),
-        null(),
+        case((~mine.exists(), db_now(flavour)), else_=null()),
         _db_later(flavour),
     ).where(sessions.c.id == SID, sessions.c.namespace == NS)
     names = ["session_id", "ticket", "token", "holder", "enqueued_at", "acquired_at", "expires_at"]
-    return insert(turns).from_select(names, row).returning(t.ticket)
+    return insert(turns).from_select(names, row).returning(t.ticket, t.acquired_at, t.expires_at)
 
 
 def turn_purge(session_id: str, flavour: str) -> Bound:
@@ -905,12 +908,13 @@ def _turn_renew(flavour: str) -> Update:
     )
 
 
-def turn_release(session_id: str, ticket: int, token: str) -> Bound:
-    """Delete the row: the turn is over (or the wait given up)."""
-    return _TURN_RELEASE, {"sid": session_id, "ticket": ticket, "token": token}
+def turn_release(session_id: str, token: str) -> Bound:
+    """Delete the row of ``token`` (whatever its ticket): the turn is over, or the wait
+    given up."""
+    return _TURN_RELEASE, {"sid": session_id, "token": token}
 
 
-_TURN_RELEASE = delete(turns).where(_this_turn())
+_TURN_RELEASE = delete(turns).where(turns.c.session_id == SID, turns.c.token == TOKEN)
 
 
 def _live_turn(flavour: str) -> ColumnElement[bool]:

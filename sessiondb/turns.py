@@ -278,7 +278,7 @@ class Turn:
         self._released = True
         store = self._store
         with contextlib.suppress(SessionDBError):
-            await store._backend.execute(q.turn_release(self.session_id, self.ticket, self.token))
+            await store._backend.execute(q.turn_release(self.session_id, self.token))
         _board(store).wake(self.session_id)
 
 
@@ -304,10 +304,10 @@ async def acquire(store: SessionStore, session_id: str, args: TurnArgs) -> Turn:
     deadline = None if args.timeout is None else loop.time() + args.timeout
     board = _board(store)
     token = secrets.token_hex(16)
-    ticket, claimed, ahead = await _enqueue(store, session_id, token, args)
     delay = POLL_FIRST
     longest = min(POLL_MAX, args.lease / 3)
     try:
+        ticket, claimed, ahead = await _enqueue(store, session_id, token, args)
         while claimed is None:
             now = loop.time()
             if deadline is not None and now >= deadline:
@@ -318,14 +318,11 @@ async def acquire(store: SessionStore, session_id: str, args: TurnArgs) -> Turn:
                 wait = min(wait, deadline - now)
             await board.wait(session_id, wait)
             delay = min(delay * 1.5, longest)
-            claimed, ahead, place_lost = await _poll(store, session_id, ticket, token, args)
-            if place_lost:
-                # Our row's lease ran out while we waited (this process was paused):
-                # queue again, at the back.
-                ticket, claimed, ahead = await _enqueue(store, session_id, token, args)
+            ticket, claimed, ahead = await _poll(store, session_id, ticket, token, args)
     except BaseException:
         with contextlib.suppress(Exception):
-            await asyncio.shield(store._backend.execute(q.turn_release(session_id, ticket, token)))
+            # By token: the row is found whatever ticket it holds now.
+            await asyncio.shield(store._backend.execute(q.turn_release(session_id, token)))
         board.wake(session_id)
         raise
     acquired_at, expires_at = claimed
@@ -349,46 +346,44 @@ Claimed = tuple[datetime, datetime] | None
 async def _enqueue(
     store: SessionStore, session_id: str, token: str, args: TurnArgs
 ) -> tuple[int, Claimed, _Ahead]:
-    flavour = store._flavour
-
-    async def unit(tx: Transaction) -> tuple[int, Claimed, _Ahead]:
-        await tx.fetch(q.turn_purge(session_id, flavour))
-        rows = await tx.fetch(
-            q.turn_enqueue(session_id, store.namespace, token, args.holder, args.lease, flavour)
-        )
-        if not rows:
-            raise SessionNotFoundError(session_id, store.namespace)
-        ticket = int(rows[0][0])
-        claimed, ahead = await _claim(tx, session_id, ticket, token, args.lease, flavour)
-        assert claimed is not None or ahead is not None, "a row just inserted is live"
-        return ticket, claimed, ahead or _Ahead()
-
+    """Queue a row: ours at once when the session has no other row (one statement);
+    else one :func:`_poll` right away, which clears dead rows and says who is ahead."""
+    bound = q.turn_enqueue(
+        session_id, store.namespace, token, args.holder, args.lease, store._flavour
+    )
     for attempt in range(ENQUEUE_ATTEMPTS):
         try:
-            return await store._transact(unit)
+            rows = await store._backend.execute(bound)
+            break
         except IntegrityViolation:
             # Another caller took the same ticket first (or the session went away).
             if attempt == ENQUEUE_ATTEMPTS - 1:
                 raise
             await asyncio.sleep(POLL_FIRST * random.uniform(0.5, 1.0) * (attempt + 1))
-    raise AssertionError("unreachable")
+    if not rows:
+        raise SessionNotFoundError(session_id, store.namespace)
+    ticket, acquired_at, expires_at = rows[0][0], rows[0][1], rows[0][2]
+    if acquired_at is not None:
+        return int(ticket), (utc(acquired_at), utc(expires_at)), _Ahead()
+    return await _poll(store, session_id, int(ticket), token, args)
 
 
 async def _poll(
     store: SessionStore, session_id: str, ticket: int, token: str, args: TurnArgs
-) -> tuple[Claimed, _Ahead, bool]:
-    """One look: purge dead rows, renew ours, take the turn if no row is ahead.
-    Returns (claimed, who is ahead, whether our row is gone)."""
+) -> tuple[int, Claimed, _Ahead]:
+    """One look: purge dead rows, renew ours, take the turn if no row is ahead. Returns
+    (our ticket, claimed, who is ahead); a row whose lease ran out while we waited (this
+    process was paused) is queued again, at the back."""
     flavour = store._flavour
 
-    async def unit(tx: Transaction) -> tuple[Claimed, _Ahead, bool]:
+    async def unit(tx: Transaction) -> tuple[Claimed, _Ahead | None]:
         await tx.fetch(q.turn_purge(session_id, flavour))
-        claimed, ahead = await _claim(tx, session_id, ticket, token, args.lease, flavour)
-        if claimed is None and ahead is None:
-            return None, _Ahead(), True
-        return claimed, ahead or _Ahead(), False
+        return await _claim(tx, session_id, ticket, token, args.lease, flavour)
 
-    return await store._transact(unit)
+    claimed, ahead = await store._transact(unit)
+    if claimed is None and ahead is None:
+        return await _enqueue(store, session_id, token, args)
+    return ticket, claimed, ahead or _Ahead()
 
 
 async def _claim(
