@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter
 
-from . import contention, figures
+from . import contention, figures, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, table
 from .sizes import for_mode
@@ -33,6 +33,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     7: ("contended appends", contention.contended_appends, ("postgres",)),
     8: ("import a Claude Code directory", figures.import_files, BOTH),
     9: ("export it again", figures.export_files, BOTH),
+    10: ("turn lease overhead", turns.turn_overhead, BOTH),
 }
 
 FLOORS = """\
@@ -54,7 +55,10 @@ floors (the bare driver on the same tables, same run):
   8  parsing the same lines with orjson, then COPY (asyncpg) / executemany (sqlite3) of
      a session row per file and a record per line (the line as payload, its uuids)
   9  SELECT session_id, payload of every record in order, each payload written as a
-     line, a file per session"""
+     line, a file per session
+  10 sessiondb's own store.append of one message (the issue asks for the lease's
+     overhead against one append): taking and releasing an uncontended turn, and one
+     fenced turn.append inside a held turn"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -79,7 +83,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         nargs="+",
         choices=sorted(FIGURES),
-        help="run only these figures (1-7)",
+        help="run only these figures (1-10)",
     )
     parser.add_argument(
         "--backend",
