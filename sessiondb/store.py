@@ -225,6 +225,7 @@ class SessionStore:
         await self._backend.run_sync(
             lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
         )
+        self._turns_table = True
 
     # -- sessions -------------------------------------------------------------------
 
@@ -431,8 +432,9 @@ class SessionStore:
         try:
             return await self._backend.fetch(with_turns)
         except ConfigurationError:
-            self._turns_table = False  # until this store is opened again
-            return await self._backend.fetch(without)
+            rows = await self._backend.fetch(without)  # raises if sessions are missing too
+            self._turns_table = False  # until migrate() or a new store
+            return rows
 
     async def rename(self, session_id: str, name: str) -> SessionInfo:
         """Set the session's name.

@@ -49,6 +49,7 @@ from .errors import (
     LeaseLostError,
     SessionDBError,
     SessionNotFoundError,
+    StoreClosedError,
     TurnTimeoutError,
 )
 from .ids import check_session_id
@@ -257,7 +258,7 @@ class Turn:
             await asyncio.sleep(every)
             try:
                 await self.renew()
-            except LeaseLostError:
+            except (LeaseLostError, StoreClosedError):
                 return
             except SessionDBError:
                 continue  # the database is away: try again; append is the fence anyway

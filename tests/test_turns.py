@@ -414,6 +414,55 @@ async def test_a_holder_killed_mid_turn_releases_within_its_lease(db_url: str) -
         assert await texts(store, sid) == ["victim q", "next q", "next a"]
 
 
+def _paused(url: str, session_id: str, events: Any, go: Any) -> None:
+    async def hold() -> None:
+        async with (
+            SessionStore.open(url) as store,
+            store.turn(session_id, holder="paused", lease=1.0) as turn,
+        ):
+            await turn.append(user("paused q"))
+            events.put("held")
+            await asyncio.to_thread(go.wait, TIMEOUT_S)  # SIGSTOPped in here
+            try:
+                await turn.append(assistant("paused a, after the pause"))
+            except LeaseLostError:
+                events.put("refused")
+            else:
+                events.put("written")
+
+    asyncio.run(hold())
+
+
+async def test_a_holder_stopped_past_its_lease_cannot_write_when_it_wakes(db_url: str) -> None:
+    # A real pause (SIGSTOP: a frozen VM, a stop-the-world GC): the whole process stops,
+    # its renewal with it; on waking it carries on as if it still held the turn.
+    async with SessionStore.open(db_url) as store:
+        sid = (await store.create_session()).id
+        ctx = multiprocessing.get_context("spawn")
+        events, go = ctx.Queue(), ctx.Event()
+        paused = ctx.Process(target=_paused, args=(db_url, sid, events, go))
+        paused.start()
+        try:
+            assert await asyncio.to_thread(events.get, True, TIMEOUT_S) == "held"
+            os.kill(paused.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+            async with store.turn(sid, holder="next", timeout=TIMEOUT_S) as turn:
+                await turn.append(user("next q"))
+                os.kill(paused.pid, signal.SIGCONT)  # type: ignore[arg-type]
+                go.set()
+                assert await asyncio.to_thread(events.get, True, TIMEOUT_S) == "refused"
+                await turn.append(assistant("next a"))
+            await asyncio.to_thread(paused.join, 60)
+            assert paused.exitcode == 0
+        finally:
+            if paused.is_alive():
+                os.kill(paused.pid, signal.SIGCONT)  # type: ignore[arg-type]
+                paused.kill()
+                paused.join(10)
+            events.close()
+        assert await texts(store, sid) == ["paused q", "next q", "next a"]
+        assert await turn_rows(store) == []
+
+
 # -- fuzzing the arguments -------------------------------------------------------------------
 
 hostile = st.one_of(
@@ -485,3 +534,16 @@ def test_turn_arguments_fuzzed_raise_only_sessiondb_errors(db_url: str) -> None:
     finally:
         run(store.close())
         loop.close()
+
+
+async def test_sessions_read_on_a_schema_without_turns_until_migrated(empty_db_url: str) -> None:
+    # New code ahead of `migrate` in a rolling upgrade: sessions still list and read.
+    async with SessionStore.open(empty_db_url) as store:
+        await store.migrate("0002")
+        sid = (await store.create_session()).id
+        assert (await store.get_session(sid)).turn is None
+        assert [s.id for s in (await store.list_sessions()).items] == [sid]
+        await store.migrate()
+        async with store.turn(sid, holder="after"):
+            info = await store.get_session(sid)
+            assert info.turn is not None and info.turn.holder == "after"
