@@ -866,7 +866,8 @@ class SessionStore:
         """Append a prune overlay: in the context, each tool result in ``seqs`` shows one
         text block holding ``marker`` instead of its content (``toolCallId`` and the other
         fields stay). Nothing is rewritten: :meth:`records` still gives the content, and
-        tombstoning the prune record brings it back into the context.
+        tombstoning the prune record brings it back into the context. Not :meth:`prune`,
+        which is retention: it deletes whole idle sessions.
 
         Args:
             seqs: seqs of tool results in the current context, not pruned already.
