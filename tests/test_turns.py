@@ -21,6 +21,7 @@ import pytest
 import sql_helpers as sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_pgbouncer import pgbouncer  # noqa: F401  (the fixture)
 
 from sessiondb import (
     InvalidInputError,
@@ -289,6 +290,29 @@ async def test_cancelling_a_waiter_leaves_no_row(store: SessionStore) -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert [r.holder for r in await turn_rows(store)] == ["alice"]
+
+
+async def test_turns_through_pgbouncer_pin_no_server_connection(
+    pgbouncer: str,  # noqa: F811
+) -> None:
+    # 8 stores, 2 server connections: waiting for a turn, or holding one, keeps none.
+    async with SessionStore.open(pgbouncer) as first:
+        sid = (await first.create_session()).id
+
+    async def client(c: int) -> None:
+        async with SessionStore.open(pgbouncer, pool_max_size=2) as store:
+            for t in range(3):
+                async with store.turn(sid, holder=f"c{c}", timeout=TIMEOUT_S) as turn:
+                    await turn.append(user(f"p{c} t{t} q"))
+                    await asyncio.sleep(random.uniform(0, 0.02))
+                    await turn.append(assistant(f"p{c} t{t} a"))
+
+    await asyncio.gather(*(client(c) for c in range(8)))
+    async with SessionStore.open(pgbouncer) as store:
+        got = await texts(store, sid)
+        assert len(got) == 48
+        for q, a in zip(got[::2], got[1::2], strict=True):
+            assert q.removesuffix(" q") == a.removesuffix(" a")
 
 
 # -- several OS processes -------------------------------------------------------------------
