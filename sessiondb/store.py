@@ -403,20 +403,19 @@ class SessionStore:
         if parent_id is not None:
             check_session_id(parent_id)
         after = cursors.decode(cursor) if cursor is not None else None
-        rows = await self._fetch_sessions(
-            *(
-                q.list_sessions(
-                    self.namespace,
-                    limit=limit + 1,
-                    after=after,
-                    source=source,
-                    parent_id=parent_id,
-                    flavour=self._flavour,
-                    with_turns=with_turns,
-                )
-                for with_turns in (True, False)
+
+        def page(with_turns: bool) -> q.Bound:
+            return q.list_sessions(
+                self.namespace,
+                limit=limit + 1,
+                after=after,
+                source=source,
+                parent_id=parent_id,
+                flavour=self._flavour,
+                with_turns=with_turns,
             )
-        )
+
+        rows = await self._fetch_sessions(page(True), page(False))
         items = [session_info(r) for r in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
