@@ -491,7 +491,8 @@ class SessionStore:
         No transaction or connection stays open while the turn is held: the turn is a
         lease row that renews itself in the background, and ``turn.append`` writes only
         while the lease holds (see :mod:`sessiondb.turns`). Plain :meth:`append` still
-        works for writers that take no turns.
+        works for writers that take no turns. Not re-entrant: a second ``turn`` on the
+        same session inside the block waits for the first like any other caller.
 
         Args:
             timeout: seconds to wait for the turn; ``None`` waits as long as it takes.
