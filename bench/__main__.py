@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, contention, figures
+from . import agents, contention, figures, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, table
 from .sizes import for_mode
@@ -34,6 +34,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     8: ("import a Claude Code directory", figures.import_files, BOTH),
     9: ("export it again", figures.export_files, BOTH),
     10: ("OpenAI Agents SDK sessions", agents.agents_sessions, ("postgres",)),
+    11: ("turn lease overhead", turns.turn_overhead, BOTH),
 }
 
 FLOORS = """\
@@ -58,7 +59,10 @@ floors (the bare driver on the same tables, same run):
      line, a file per session
  10  not a floor but the alternative: the OpenAI Agents SDK's own SQLAlchemySession on
      the same database, holding the same items (needs sessiondb[openai-agents] and
-     openai-agents[sqlalchemy]; skipped without them)"""
+     openai-agents[sqlalchemy]; skipped without them)
+ 11 sessiondb's own store.append of one message (the issue asks for the lease's
+     overhead against one append): taking and releasing an uncontended turn, and one
+     fenced turn.append inside a held turn"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

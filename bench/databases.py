@@ -150,7 +150,7 @@ class PostgresServer:
         checkpoint, seconds when the disk is busy)."""
         conn = await asyncpg.connect(db.dsn)
         try:
-            await conn.execute("TRUNCATE sessiondb_records, sessiondb_sessions")
+            await conn.execute("TRUNCATE sessiondb_turns, sessiondb_records, sessiondb_sessions")
         finally:
             await conn.close()
 
@@ -212,6 +212,7 @@ class SQLiteFiles:
         """Empty the tables and shrink the file back to an empty database's."""
         conn = sqlite3.connect(db.path, isolation_level=None)
         try:
+            conn.execute("DELETE FROM sessiondb_turns")
             conn.execute("DELETE FROM sessiondb_records")
             conn.execute("DELETE FROM sessiondb_sessions")
             conn.execute("VACUUM")

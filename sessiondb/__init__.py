@@ -26,6 +26,7 @@ from .errors import (
     ImportFormatError,
     InvalidInputError,
     InvalidSessionIdError,
+    LeaseLostError,
     MissingDependencyError,
     NotFoundError,
     RecordNotFoundError,
@@ -34,6 +35,7 @@ from .errors import (
     SessionNotFoundError,
     StoreClosedError,
     SummarizerError,
+    TurnTimeoutError,
 )
 from .models import (
     Compaction,
@@ -51,9 +53,12 @@ from .models import (
     ThinkingContent,
     Tombstone,
     ToolCallContent,
+    TurnInfo,
     Usage,
 )
+from .retention import RetentionReport
 from .store import SessionStore
+from .turns import Turn
 
 __all__ = [
     "BusyError",
@@ -72,6 +77,7 @@ __all__ = [
     "ImportFormatError",
     "InvalidInputError",
     "InvalidSessionIdError",
+    "LeaseLostError",
     "Message",
     "Metrics",
     "MissingDependencyError",
@@ -81,6 +87,7 @@ __all__ = [
     "Prune",
     "Record",
     "RecordNotFoundError",
+    "RetentionReport",
     "SeqConflictError",
     "SessionDBError",
     "SessionInfo",
@@ -95,6 +102,9 @@ __all__ = [
     "Tokenizer",
     "Tombstone",
     "ToolCallContent",
+    "Turn",
+    "TurnInfo",
+    "TurnTimeoutError",
     "Usage",
     "offline_summarizer",
 ]

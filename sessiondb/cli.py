@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import compaction, transfer
+from . import compaction, retention, transfer
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL
 from .errors import ConfigurationError, SessionDBError
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
@@ -84,6 +84,23 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--json", action="store_true", help="print JSON for scripts")
     compact.set_defaults(handler=_compact)
     _add_transfer_commands(commands)
+
+    prune = commands.add_parser(
+        "prune",
+        help="retention: delete sessions idle for longer than an age (forks' lineage kept)",
+    )
+    prune.add_argument(
+        "--older-than",
+        required=True,
+        metavar="AGE",
+        help="idle time after which a session goes: 30d, 12h, 90m, 45s, 2w",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
+    prune.add_argument(
+        "--batch-size", type=int, default=100, metavar="N", help="sessions per transaction"
+    )
+    prune.add_argument("--json", action="store_true", help="print JSON for scripts")
+    prune.set_defaults(handler=_prune)
     return parser
 
 
@@ -190,12 +207,13 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
         json.dump(data, out, indent=2)
         out.write("\n")
         return
-    rows = [("ID", "LAST ACTIVITY", "MSGS", "SOURCE", "KEY", "NAME")]
+    rows = [("ID", "LAST ACTIVITY", "MSGS", "SOURCE", "KEY", "TURN", "NAME")]
     for s in page.items:
         when = s.last_message_at or s.created_at
         name = s.name or ""
         if s.parent_id:
             name = f"{name} (fork of {s.parent_id}@{s.fork_seq})"
+        turn = "-" if s.turn is None else f"{s.turn.holder} since {s.turn.acquired_at:%H:%M:%S}"
         rows.append(
             (
                 s.id,
@@ -203,13 +221,14 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
                 str(s.message_count),
                 s.source,
                 _shown_key(s.key),
+                turn,
                 name,
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for r in rows:
         print(
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[5], file=out
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[6], file=out
         )
     if not page.items:
         print("(no sessions)", file=out)
@@ -323,6 +342,37 @@ async def _rm(store: SessionStore, args: argparse.Namespace, out: TextIO) -> Non
     deleted = await store.delete_session(args.id, cascade=args.cascade)
     for session_id in deleted:
         print(f"deleted {session_id}", file=out)
+
+
+async def _prune(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    age = retention.parse_age(args.older_than)
+    report = await store.prune(age, dry_run=args.dry_run, batch_size=args.batch_size)
+    if args.json:
+        data = {
+            "namespace": report.namespace,
+            "cutoff": _timestamp(report.cutoff),
+            "dryRun": report.dry_run,
+            "deleted": report.deleted,
+            "keptForForks": report.kept_for_forks,
+            "keptBusy": report.kept_busy,
+            "batches": report.batches,
+        }
+        json.dump(data, out, indent=2)
+        out.write("\n")
+        return
+    verb = "would delete" if report.dry_run else "deleted"
+    for session_id in report.deleted:
+        print(f"{verb} {session_id}", file=out)
+    for session_id in report.kept_for_forks:
+        print(f"kept {session_id} (a fork of it is active)", file=out)
+    for session_id in report.kept_busy:
+        print(f"kept {session_id} (a turn is held on it)", file=out)
+    print(
+        f"{verb} {report.deleted_count} session(s) idle since before "
+        f"{_timestamp(report.cutoff)} in namespace {report.namespace!r}; "
+        f"kept {report.kept_count}",
+        file=out,
+    )
 
 
 async def _compact(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:

@@ -9,6 +9,8 @@ outcome is unknown is a :class:`DatabaseUnavailableError` that is not retryable)
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class SessionDBError(Exception):
     """A sessiondb operation failed."""
@@ -82,6 +84,41 @@ class HasChildrenError(ConflictError):
         )
         self.session_id = session_id
         self.children = children
+
+
+class TurnTimeoutError(ConflictError):
+    """Another holder kept the session's turn past the timeout; nothing was written."""
+
+    def __init__(
+        self,
+        session_id: str,
+        timeout: float,
+        holder: str | None,
+        since: datetime | None = None,
+    ) -> None:
+        who = "its holder" if holder is None else f"holder {holder!r}"
+        if since is not None:
+            who += f" (since {since.isoformat()})"
+        super().__init__(
+            f"session {session_id}: the turn is held by {who}; gave up after {timeout:g} s"
+        )
+        self.session_id = session_id
+        self.timeout = timeout
+        #: The label of the holder (or of the first waiter ahead) when the wait ended.
+        self.holder = holder
+        self.since = since
+
+
+class LeaseLostError(ConflictError):
+    """The turn's lease expired or was taken over; nothing was written."""
+
+    def __init__(self, session_id: str, holder: str, detail: str = "") -> None:
+        super().__init__(
+            f"session {session_id}: the turn of {holder!r} lost its lease (it expired, or "
+            f"another holder took the session){detail}; nothing was written"
+        )
+        self.session_id = session_id
+        self.holder = holder
 
 
 class InvalidInputError(SessionDBError, ValueError):

@@ -218,6 +218,19 @@ class Metrics(BaseModel):
     cost_total: float = 0.0
 
 
+class TurnInfo(BaseModel):
+    """Who holds a session's turn (``SessionStore.turn``), since when, and until when its
+    lease runs unless renewed. Times are the database's clock."""
+
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(alias=to_camel), populate_by_name=True, frozen=True
+    )
+
+    holder: str
+    acquired_at: datetime
+    expires_at: datetime
+
+
 class SessionInfo(BaseModel):
     """A session's metadata and the head of its record stream."""
 
@@ -242,6 +255,8 @@ class SessionInfo(BaseModel):
     fork_seq: int | None
     #: The caller's own key for the session (:meth:`SessionStore.session_for_key`), if any.
     key: str | None = None
+    #: The turn held on the session now, if any (who is working).
+    turn: TurnInfo | None = None
 
 
 class SessionPage(BaseModel):

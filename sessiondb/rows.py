@@ -23,6 +23,7 @@ from .models import (
     Record,
     SessionInfo,
     Tombstone,
+    TurnInfo,
     wire_message,
     wire_text,
     wire_usage,
@@ -271,4 +272,20 @@ def session_info(m: Any) -> SessionInfo:
         parent_id=m["parent_id"],
         fork_seq=m["fork_seq"],
         key=m["key"],
+        turn=_turn_info(m),
+    )
+
+
+def _turn_info(m: Any) -> TurnInfo | None:
+    """The live turn of a row from a statement that joins it (``turn_*`` columns)."""
+    try:
+        holder = m["turn_holder"]
+    except (KeyError, IndexError):  # asyncpg, sqlite3: a row without the columns
+        return None
+    if holder is None:
+        return None
+    return TurnInfo(
+        holder=holder,
+        acquired_at=utc(m["turn_acquired_at"]),
+        expires_at=utc(m["turn_expires_at"]),
     )

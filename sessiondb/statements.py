@@ -34,6 +34,7 @@ from sqlalchemy import (
     Float,
     Insert,
     Integer,
+    Interval,
     Select,
     String,
     Text,
@@ -57,7 +58,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from .tables import Id, UTCDateTime, records, sessions
+from .tables import Id, UTCDateTime, records, sessions, turns
 
 Bound = tuple[Executable, dict[str, Any]]
 
@@ -544,9 +545,13 @@ def list_sessions(
     after: tuple[datetime, str] | None,
     source: str | None,
     parent_id: str | None,
+    flavour: str = POSTGRES,
+    with_turns: bool = True,
 ) -> Bound:
-    """A keyset page, newest ``last_message_at`` first; never OFFSET."""
-    stmt = _list_sessions(after is not None, source, parent_id is not None)
+    """A keyset page, newest ``last_message_at`` first; never OFFSET. Each row carries
+    its live turn's columns as :func:`session_with_turn` does (a primary-key probe of
+    the turns table per listed session); ``with_turns=False``: without them."""
+    stmt = _list_sessions(after is not None, source, parent_id is not None, flavour, with_turns)
     params: dict[str, Any] = {"ns": namespace, "limit": limit}
     if after is not None:
         params["after_at"], params["after_id"] = after
@@ -556,9 +561,17 @@ def list_sessions(
 
 
 @cache
-def _list_sessions(has_after: bool, source: str | None, has_parent: bool) -> Select[Any]:
+def _list_sessions(
+    has_after: bool, source: str | None, has_parent: bool, flavour: str, with_turns: bool
+) -> Select[Any]:
     s = sessions.c
     stmt = select(sessions).where(s.namespace == NS)
+    if with_turns:
+        stmt = (
+            select(sessions, *_TURN_COLUMNS)
+            .select_from(sessions.outerjoin(turns, _live_turn(flavour)))
+            .where(s.namespace == NS)
+        )
     if source is not None:
         stmt = stmt.where(s.source == const(source))
     if has_parent:
@@ -831,3 +844,268 @@ _UPDATE_SESSION_ROW = (
     .where(sessions.c.id == bindparam("id_", type_=Id))
     .values({c.name: bindparam(f"v_{c.name}", type_=c.type) for c in sessions.c if c.name != "id"})
 )
+
+
+# -- turn leases (sessiondb.turns) ------------------------------------------------------------
+#
+# Times are the database's clock: ``clock_timestamp()`` on Postgres (not ``now()``, which
+# stands still for a transaction that may have waited on a lock), ``'now'`` on SQLite,
+# as the same text SQLite stores every timestamp as (it sorts in time order). Parameters:
+# ``sid``, ``ticket``, ``token`` name one row; ``lease`` is seconds.
+
+TICKET = bindparam("ticket", type_=BigInteger())
+TOKEN = bindparam("token", type_=String(32))
+LEASE = bindparam("lease", type_=Float())
+_SQLITE_TIME: ColumnElement[str] = literal_column("'%Y-%m-%d %H:%M:%f'")
+
+
+def db_now(flavour: str) -> ColumnElement[Any]:
+    """The database's time now."""
+    if flavour == POSTGRES:
+        return func.clock_timestamp()
+    return func.strftime(_SQLITE_TIME, literal_column("'now'"))
+
+
+def _db_later(flavour: str) -> ColumnElement[Any]:
+    """The database's time ``:lease`` seconds from now."""
+    if flavour == POSTGRES:
+        return func.clock_timestamp() + LEASE * literal_column("interval '1 second'", Interval())
+    # A Julian day number is a time value strftime takes; a double holds it to ~10 µs.
+    return func.strftime(_SQLITE_TIME, func.julianday(literal_column("'now'")) + LEASE / 86400.0)
+
+
+def _this_turn() -> ColumnElement[bool]:
+    return and_(turns.c.session_id == SID, turns.c.ticket == TICKET, turns.c.token == TOKEN)
+
+
+def turn_enqueue(
+    session_id: str, namespace: str, token: str, holder: str, lease: float, flavour: str
+) -> Bound:
+    """Queue a turn: a row with the next ticket of the session, marked the holder at once
+    when the session has no other row (the uncontended turn: one statement). Returns
+    ``ticket``, ``acquired_at`` (NULL: wait) and ``expires_at``, or no row when the
+    session is not in the namespace. Two at once may pick the same ticket: the primary
+    key refuses the second, which tries again."""
+    params = _scope(session_id, namespace, token=token, holder=holder, lease=lease)
+    return _turn_enqueue(flavour), params
+
+
+@cache
+def _turn_enqueue(flavour: str) -> Insert:
+    t = turns.c
+    mine = select(t.ticket).where(t.session_id == SID)
+    following = select(func.coalesce(func.max(t.ticket), const(0)) + const(1)).where(
+        t.session_id == SID
+    )
+    row = select(
+        sessions.c.id,
+        following.scalar_subquery(),
+        TOKEN,
+        bindparam("holder", type_=Text()),
+        db_now(flavour),
+        case((~mine.exists(), db_now(flavour)), else_=null()),
+        _db_later(flavour),
+    ).where(sessions.c.id == SID, sessions.c.namespace == NS)
+    names = ["session_id", "ticket", "token", "holder", "enqueued_at", "acquired_at", "expires_at"]
+    return insert(turns).from_select(names, row).returning(t.ticket, t.acquired_at, t.expires_at)
+
+
+def turn_purge(session_id: str, flavour: str) -> Bound:
+    """Delete the session's rows whose lease has run out: dead for good (renewal refuses
+    them), so whoever finds them may remove them. On Postgres the delete waits for a
+    renewal in flight and then sees the renewed row, which it keeps."""
+    return _turn_purge(flavour), {"sid": session_id}
+
+
+@cache
+def _turn_purge(flavour: str) -> Delete:
+    return delete(turns).where(turns.c.session_id == SID, turns.c.expires_at <= db_now(flavour))
+
+
+def turn_claim(session_id: str, ticket: int, token: str, lease: float, flavour: str) -> Bound:
+    """Renew the row's lease and, when no row of the session has a lower ticket, mark it
+    the holder; returns ``acquired_at`` (NULL while it waits) and ``expires_at``, or no
+    row when the row's lease ran out (its place in the queue is gone)."""
+    params = {"sid": session_id, "ticket": ticket, "token": token, "lease": lease}
+    return _turn_claim(flavour), params
+
+
+@cache
+def _turn_claim(flavour: str) -> Update:
+    t = turns.c
+    ahead = turns.alias("ahead")
+    first = (
+        ~select(ahead.c.ticket).where(ahead.c.session_id == SID, ahead.c.ticket < TICKET).exists()
+    )
+    return (
+        update(turns)
+        .where(_this_turn(), t.expires_at > db_now(flavour))
+        .values(
+            expires_at=_db_later(flavour),
+            acquired_at=case(
+                (first, func.coalesce(t.acquired_at, db_now(flavour))), else_=t.acquired_at
+            ),
+        )
+        .returning(t.acquired_at, t.expires_at)
+    )
+
+
+def turn_ahead(session_id: str, ticket: int, flavour: str) -> Bound:
+    """``holder``, ``acquired_at``, ``expires_at`` of the first live row ahead of
+    ``ticket``: the holder, or the waiter next in line."""
+    return _turn_ahead(flavour), {"sid": session_id, "ticket": ticket}
+
+
+@cache
+def _turn_ahead(flavour: str) -> Select[Any]:
+    t = turns.c
+    return (
+        select(t.holder, t.acquired_at, t.expires_at)
+        .where(t.session_id == SID, t.ticket < TICKET, t.expires_at > db_now(flavour))
+        .order_by(t.ticket)
+        .limit(const(1))
+    )
+
+
+def turn_renew(session_id: str, ticket: int, token: str, lease: float, flavour: str) -> Bound:
+    """Extend the holder's lease to ``:lease`` seconds from now, unless it has run out
+    already; returns ``expires_at``, or no row when the lease is lost. Run inside an
+    append's transaction it is the fence: the row lock it takes makes a successor's
+    purge wait until the append is committed."""
+    params = {"sid": session_id, "ticket": ticket, "token": token, "lease": lease}
+    return _turn_renew(flavour), params
+
+
+@cache
+def _turn_renew(flavour: str) -> Update:
+    t = turns.c
+    return (
+        update(turns)
+        .where(_this_turn(), t.acquired_at.is_not(None), t.expires_at > db_now(flavour))
+        .values(expires_at=_db_later(flavour))
+        .returning(t.expires_at)
+    )
+
+
+def turn_release(session_id: str, token: str) -> Bound:
+    """Delete the row of ``token`` (whatever its ticket): the turn is over, or the wait
+    given up."""
+    return _TURN_RELEASE, {"sid": session_id, "token": token}
+
+
+_TURN_RELEASE = delete(turns).where(turns.c.session_id == SID, turns.c.token == TOKEN)
+
+
+def _live_turn(flavour: str) -> ColumnElement[bool]:
+    t = turns.c
+    return and_(
+        t.session_id == sessions.c.id,
+        t.acquired_at.is_not(None),
+        t.expires_at > db_now(flavour),
+    )
+
+
+_TURN_COLUMNS = (
+    turns.c.holder.label("turn_holder"),
+    turns.c.acquired_at.label("turn_acquired_at"),
+    turns.c.expires_at.label("turn_expires_at"),
+)
+
+
+def session_with_turn(session_id: str, namespace: str, flavour: str) -> Bound:
+    """The session's row and its live turn's ``turn_holder``, ``turn_acquired_at``,
+    ``turn_expires_at`` (NULL when no turn is held). At most one row of a session is a
+    live acquired one: a row is marked acquired only with no row ahead of it, and later
+    rows queue behind it."""
+    return _session_with_turn(flavour), _scope(session_id, namespace)
+
+
+@cache
+def _session_with_turn(flavour: str) -> Select[Any]:
+    return (
+        select(sessions, *_TURN_COLUMNS)
+        .select_from(sessions.outerjoin(turns, _live_turn(flavour)))
+        .where(sessions.c.id == SID, sessions.c.namespace == NS)
+    )
+
+
+# -- retention (sessiondb.retention) ----------------------------------------------------------
+
+
+def prune_candidates(
+    namespace: str, cutoff: datetime, *, after: tuple[datetime, str] | None, limit: int
+) -> Bound:
+    """``(id, last_message_at)`` of the namespace's sessions last active before
+    ``cutoff``, oldest first, a keyset batch after ``after`` (by the listing's index)."""
+    params: dict[str, Any] = {"ns": namespace, "cutoff": cutoff, "limit": limit}
+    if after is not None:
+        params["after_at"], params["after_id"] = after
+    return _prune_candidates(after is not None), params
+
+
+@cache
+def _prune_candidates(has_after: bool) -> Select[Any]:
+    s = sessions.c
+    stmt = select(s.id, s.last_message_at).where(
+        s.namespace == NS, s.last_message_at < bindparam("cutoff", type_=UTCDateTime())
+    )
+    if has_after:
+        stmt = stmt.where(
+            tuple_(s.last_message_at, s.id)
+            > tuple_(
+                bindparam("after_at", type_=UTCDateTime()),
+                bindparam("after_id", type_=Id),
+            )
+        )
+    return stmt.order_by(s.last_message_at, s.id).limit(bindparam("limit", type_=BigInteger()))
+
+
+def prune_plan(
+    ids: list[str], namespace: str, cutoff: datetime, flavour: str, *, lock: bool
+) -> Bound:
+    """For each of ``ids`` in the namespace (a ``root``), it and every session forked from
+    it, directly or through a chain: ``root``, ``id``, ``depth``, ``live`` (active since
+    ``cutoff``, or in another namespace: it must stay, and its lineage with it) and
+    ``busy`` (a turn row is live on it). ``lock``: on Postgres, lock the rows, so that no
+    append or fork slips in between this look and the delete."""
+    params = {"ids": list_param(ids, flavour), "ns": namespace, "cutoff": cutoff}
+    return _prune_plan(flavour, lock), params
+
+
+@cache
+def _prune_plan(flavour: str, lock: bool) -> Select[Any]:
+    s = sessions.c
+    base = (
+        select(s.id.label("root"), s.id, const(0).label("depth"))
+        .where(_in_list(s.id, "ids", flavour), s.namespace == NS)
+        .cte("subtree", recursive=True)
+    )
+    child = sessions.alias("child")
+    tree = base.union_all(
+        select(base.c.root, child.c.id, base.c.depth + const(1)).where(
+            child.c.parent_id == base.c.id
+        )
+    )
+    member = sessions.alias("member")
+    live = (member.c.namespace != NS) | (
+        member.c.last_message_at >= bindparam("cutoff", type_=UTCDateTime())
+    )
+    busy = (
+        select(turns.c.ticket)
+        .where(turns.c.session_id == member.c.id, turns.c.expires_at > db_now(flavour))
+        .exists()
+    )
+    stmt = (
+        select(
+            tree.c.root,
+            tree.c.id,
+            tree.c.depth,
+            case((live, const(1)), else_=const(0)).label("live"),
+            case((busy, const(1)), else_=const(0)).label("busy"),
+        )
+        .select_from(tree.join(member, member.c.id == tree.c.id))
+        .order_by(tree.c.root, tree.c.depth.desc(), tree.c.id)
+    )
+    if lock and flavour == POSTGRES:
+        stmt = stmt.with_for_update(of=member)
+    return stmt

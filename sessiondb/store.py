@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from . import context as ctx
 from . import cursor as cursors
-from . import jsoncodec, transfer
+from . import jsoncodec, retention, transfer, turns
 from . import migrate as migrations
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
@@ -63,6 +63,7 @@ from .rows import (
 )
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
+from .turns import Turn
 from .validation import column_text, session_key, to_json
 
 T = TypeVar("T")
@@ -131,6 +132,7 @@ class SessionStore:
         self._flavour = self._backend.flavour
         self._named = _NamedSessions()
         self._compaction_breaker = CircuitBreaker()
+        self._turns_table = True
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -228,6 +230,7 @@ class SessionStore:
         await self._backend.run_sync(
             lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
         )
+        self._turns_table = True
 
     # -- sessions -------------------------------------------------------------------
 
@@ -471,7 +474,10 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        rows = await self._backend.fetch(q.get_session(session_id, self.namespace))
+        rows = await self._fetch_sessions(
+            q.session_with_turn(session_id, self.namespace, self._flavour),
+            q.get_session(session_id, self.namespace),
+        )
         if not rows:
             raise SessionNotFoundError(session_id, self.namespace)
         return session_info(rows[0])
@@ -499,16 +505,37 @@ class SessionStore:
         if parent_id is not None:
             check_session_id(parent_id)
         after = cursors.decode(cursor) if cursor is not None else None
-        bound = q.list_sessions(
-            self.namespace, limit=limit + 1, after=after, source=source, parent_id=parent_id
-        )
-        rows = await self._backend.fetch(bound)
+
+        def page(with_turns: bool) -> q.Bound:
+            return q.list_sessions(
+                self.namespace,
+                limit=limit + 1,
+                after=after,
+                source=source,
+                parent_id=parent_id,
+                flavour=self._flavour,
+                with_turns=with_turns,
+            )
+
+        rows = await self._fetch_sessions(page(True), page(False))
         items = [session_info(r) for r in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
             next_cursor = cursors.encode(utc(last["last_message_at"]), last["id"])
         return SessionPage(items=items, next_cursor=next_cursor)
+
+    async def _fetch_sessions(self, with_turns: q.Bound, without: q.Bound) -> list[Any]:
+        """Session rows with their live turns; without them on a schema older than the
+        turns table (new code ahead of ``migrate`` in a rolling upgrade)."""
+        if not self._turns_table:
+            return await self._backend.fetch(without)
+        try:
+            return await self._backend.fetch(with_turns)
+        except ConfigurationError:
+            rows = await self._backend.fetch(without)  # raises if sessions are missing too
+            self._turns_table = False  # until migrate() or a new store
+            return rows
 
     async def rename(self, session_id: str, name: str) -> SessionInfo:
         """Set the session's name.
@@ -549,6 +576,72 @@ class SessionStore:
 
         return await self._transact(unit)
 
+    # -- turns and retention (sessiondb.turns, sessiondb.retention do the work) -------
+
+    def turn(
+        self,
+        session_id: str,
+        *,
+        timeout: float | None = None,
+        lease: float = turns.DEFAULT_LEASE,
+        holder: str | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[Turn]:
+        """Hold the session's turn for an ``async with`` block: one holder at a time per
+        session, across processes and hosts; waiters are served in arrival order.
+
+        ``async with store.turn(sid, holder="worker-3") as turn: await turn.append(…)``.
+        No transaction or connection stays open while the turn is held: the turn is a
+        lease row that renews itself in the background, and ``turn.append`` writes only
+        while the lease holds (see :mod:`sessiondb.turns`). Plain :meth:`append` still
+        works for writers that take no turns. Not re-entrant: a second ``turn`` on the
+        same session inside the block waits for the first like any other caller.
+
+        Args:
+            timeout: seconds to wait for the turn; ``None`` waits as long as it takes.
+            lease: seconds a holder that stops renewing (a dead process) keeps the turn.
+            holder: a label saying who is working (default ``host:pid``), shown by
+                :meth:`get_session` and ``sessiondb sessions list``.
+
+        Raises:
+            InvalidInputError: a bad argument (raised at once).
+            SessionNotFoundError: no such session in this namespace (on entering).
+            TurnTimeoutError: the turn stayed taken for ``timeout`` seconds; it names
+                the holder.
+        """
+        check_session_id(session_id)
+        args = turns.check_args(timeout, lease, holder)
+        return turns.hold(self, session_id, args)
+
+    async def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        namespace: str | None = None,
+        batch_size: int = retention.DEFAULT_BATCH,
+    ) -> retention.RetentionReport:
+        """Retention: delete whole sessions whose last message (without messages: whose
+        creation) is older than ``older_than``, with their records.
+
+        Not :meth:`append_prune`, which writes a prune overlay into one live session and
+        deletes nothing. A session with an active fork below it (directly or through a
+        chain) is kept, so that every fork's lineage stays readable; so is a session whose
+        turn is held. Works in batches of ``batch_size`` sessions, each one short
+        transaction.
+
+        Args:
+            older_than: the idle time after which a session goes.
+            dry_run: report what would be deleted; write nothing.
+            namespace: the namespace to prune (default the store's).
+
+        Raises:
+            InvalidInputError: a bad argument.
+        """
+        cutoff, dry, ns, batch = retention.check_args(
+            older_than, dry_run, namespace, batch_size, self.namespace
+        )
+        return await retention.prune(self, cutoff, dry_run=dry, namespace=ns, batch_size=batch)
+
     # -- appends --------------------------------------------------------------------
 
     async def append(
@@ -573,25 +666,38 @@ class SessionStore:
             SeqConflictError: ``expected_seq`` is not the head.
         """
         check_session_id(session_id)
+        rows = self._message_rows(messages)
+        return await self._append(session_id, rows, expected_seq=expected_seq)
+
+    @staticmethod
+    def _message_rows(
+        messages: Sequence[Message | Mapping[str, Any]] | Message | Mapping[str, Any],
+    ) -> list[NewRecord]:
         if isinstance(messages, Message | Mapping):
             messages = [messages]
         elif not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
             raise InvalidInputError(
                 f"messages must be a list of messages, got {type(messages).__name__}"
             )
-        rows = [message_record(m, i) for i, m in enumerate(messages)]
-        return await self._append(session_id, rows, expected_seq=expected_seq)
+        return [message_record(m, i) for i, m in enumerate(messages)]
 
     async def _append(
-        self, session_id: str, rows: list[NewRecord], *, expected_seq: int | None = None
+        self,
+        session_id: str,
+        rows: list[NewRecord],
+        *,
+        expected_seq: int | None = None,
+        fence: Callable[[Transaction], Awaitable[None]] | None = None,
     ) -> list[Record]:
+        """``fence``: run first inside the append's transaction (a turn's lease check);
+        what it raises aborts the append."""
         _check_expected_seq(expected_seq)
         uuids = [r.uuid for r in rows if r.uuid is not None]
         if len(set(uuids)) != len(uuids):
             raise InvalidInputError("the same uuid appears twice in one append")
         if not rows:
             return []
-        if not uuids:
+        if not uuids and fence is None:
             at = _now()
             delta = HeadDelta.of(rows, name=session_id not in self._named)
             head = delta.head(session_id, self.namespace, len(rows), at, expected_seq)
@@ -607,8 +713,8 @@ class SessionStore:
                 # Safe to run again whatever happened to an earlier attempt's COMMIT: the
                 # uuids it stored come back instead of being stored twice.
                 return await self._transact(
-                    lambda tx: self._append_in(tx, session_id, rows, expected_seq, uuids),
-                    outcome_unknown_ok=True,
+                    lambda tx: self._append_in(tx, session_id, rows, expected_seq, uuids, fence),
+                    outcome_unknown_ok=bool(uuids),
                 )
             except IntegrityViolation as exc:
                 if exc.constraint != UUID_CONSTRAINT:
@@ -650,9 +756,12 @@ class SessionStore:
         rows: list[NewRecord],
         expected_seq: int | None,
         uuids: list[str],
+        fence: Callable[[Transaction], Awaitable[None]] | None = None,
     ) -> list[Record]:
         """Append inside ``tx``; with ``uuids``, the stored records of known ones come back
         in their place."""
+        if fence is not None:
+            await fence(tx)
         stored: dict[str, Record] = {}
         if uuids:
             found = await tx.fetch(
@@ -874,7 +983,8 @@ class SessionStore:
         """Append a prune overlay: in the context, each tool result in ``seqs`` shows one
         text block holding ``marker`` instead of its content (``toolCallId`` and the other
         fields stay). Nothing is rewritten: :meth:`records` still gives the content, and
-        tombstoning the prune record brings it back into the context.
+        tombstoning the prune record brings it back into the context. Not :meth:`prune`,
+        which is retention: it deletes whole idle sessions.
 
         Args:
             seqs: seqs of tool results in the current context, not pruned already.

@@ -33,6 +33,7 @@ from sqlalchemy.types import TypeDecorator
 # Prefixed names: sessiondb usually lives in a Postgres that other code shares.
 SESSIONS = "sessiondb_sessions"
 RECORDS = "sessiondb_records"
+TURNS = "sessiondb_turns"
 VERSION_TABLE = "sessiondb_alembic_version"
 
 metadata = MetaData(
@@ -135,4 +136,25 @@ records = Table(
     # The latest compaction and the tombstones of a session, found by index; the kept
     # range is a primary-key range. One secondary index keeps appends cheap.
     Index(None, "session_id", "kind", "seq"),
+)
+
+# Turn leases (``SessionStore.turn``): one row per holder or waiter of a session's turn.
+# The holder is the row with the lowest ticket; the others wait behind it in ticket
+# order. Times are the database's clock, never a client's. A row whose ``expires_at``
+# has passed is dead for good (renewal refuses it) and is deleted by whoever finds it.
+turns = Table(
+    TURNS,
+    metadata,
+    Column("session_id", Id, nullable=False),
+    # Arrival order within the session: one more than the highest ticket present.
+    Column("ticket", BigInteger, nullable=False),
+    # Random, per acquisition: fences a write by a holder whose lease was lost even if
+    # its ticket number is handed out again later.
+    Column("token", String(32), nullable=False),
+    Column("holder", Text, nullable=False),  # the caller's label: who is working
+    Column("enqueued_at", UTCDateTime, nullable=False),
+    Column("acquired_at", UTCDateTime),  # NULL while the row waits
+    Column("expires_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("session_id", "ticket"),
+    ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
 )

@@ -49,7 +49,7 @@ async def test_upgrade_from_0002_keeps_the_data_and_adds_keys(empty_db_url: str)
         assert len(await old_sessions(store)) == len(sessions_before) + 2
 
     _, diff, versions = await schema_state(empty_db_url)
-    assert diff == [] and versions == ["0003"]
+    assert diff == [] and versions == ["0004"]
 
 
 async def test_downgrade_to_0002_drops_keys_only(empty_db_url: str) -> None:

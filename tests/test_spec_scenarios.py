@@ -45,13 +45,6 @@ The conversation history before this point was compacted into the following summ
 {compaction.summary}
 </summary>"""
 
-TURNS_PENDING = (
-    "S7.10 needs turns across processes (issue 11: store.turn); sessiondb has no turn API yet"
-)
-# Strict: the day the API lands these pass, and CI fails until the marker goes.
-# raises=: failing for any other reason than the missing API is a real failure.
-needs_turns = pytest.mark.xfail(strict=True, raises=AttributeError, reason=TURNS_PENDING)
-
 
 async def sql(store: SessionStore, statement: str, **params: Any) -> list[Any]:
     return await sqlh.fetch(store, statement, **params)
@@ -308,14 +301,13 @@ async def test_s7_9_a_crash_mid_append_leaves_nothing_partial(
 # -- S7.10 ------------------------------------------------------------------------------------
 
 
-@needs_turns
 async def test_s7_10_turns_on_one_session_are_queued_not_interleaved(
     store: SessionStore,
 ) -> None:
     sid = (await store.create_session()).id
 
     async def turn(n: int) -> None:
-        async with store.turn(sid, timeout=30) as held:  # type: ignore[attr-defined]
+        async with store.turn(sid, timeout=30) as held:
             await held.append([user(f"q{n}")])
             await asyncio.sleep(0.01)
             await held.append([assistant(f"a{n}")])

@@ -9,6 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from sqlalchemy import text
+
 from sessiondb import SessionStore
 from sessiondb.config import Settings
 
@@ -100,4 +103,39 @@ async def test_big_appends_are_written_on_the_thread(tmp_path: Path) -> None:
         assert record.seq == 2
         assert [m.text() for m in await store.context(sid)] == ["small", big]
     finally:
+        await store.close()
+
+
+async def test_a_transaction_cancelled_during_begin_leaves_no_write_lock(tmp_path: Path) -> None:
+    # A task cancelled while its BEGIN IMMEDIATE runs on the writer thread (waiting for
+    # another process's write lock): the BEGIN completes there after the cancel, so its
+    # rollback must be queued behind it. Found by cancelling a turn waiter
+    # (tests/test_turns.py): the writer connection was left inside a transaction, holding
+    # the database's write lock, and its next unit failed.
+    path = tmp_path / "cancel.sqlite3"
+    store, sid = await _store_with_session(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        backend: Any = store._backend
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+
+        async def transact() -> None:
+            async with backend.transaction() as tx:
+                await tx.fetch((text("SELECT 1"), {}))
+
+        task = asyncio.create_task(transact())
+        await asyncio.sleep(0.3)  # its BEGIN now waits on the writer thread
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        other.execute("ROLLBACK")  # the BEGIN goes through, after the cancel
+        # Whatever the writer thread was given has run.
+        await asyncio.wrap_future(backend._thread.submit(lambda: None))
+        assert not backend._writer_conn().in_transaction
+        (rec,) = await store.append(sid, {"role": "user", "content": "after"})
+        assert rec.seq == 1
+        other.execute("BEGIN IMMEDIATE")  # the write lock is free
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
         await store.close()

@@ -347,14 +347,19 @@ class SQLiteBackend:
         try:
             async with self._turn:
                 self._check_open()
-                await self._on_writer(lambda conn: conn.execute("BEGIN IMMEDIATE"))
                 tx = _Transaction(self)
                 try:
+                    # BEGIN and COMMIT inside the try: a task cancelled while either runs
+                    # on the writer thread (BEGIN waiting for another process's lock)
+                    # does not stop it there, so the rollback is queued behind it.
+                    # Outside, the writer connection was left in a transaction holding
+                    # the database's write lock, and its next unit failed.
+                    await self._on_writer(lambda conn: conn.execute("BEGIN IMMEDIATE"))
                     yield tx
+                    await self._on_writer(lambda conn: conn.execute("COMMIT"))
                 except BaseException:
                     await self._on_writer(_rollback)
                     raise
-                await self._on_writer(lambda conn: conn.execute("COMMIT"))
         except Exception as exc:
             raise translate(exc, self._path) from exc
 
