@@ -186,6 +186,32 @@ def translate(exc: BaseException, where: str) -> BaseException:
     return exc
 
 
+def _from_server(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is an ErrorResponse the server sent (asyncpg fills in its
+    severity), not an error asyncpg made up on the client."""
+    return getattr(exc, "severity", None) is not None
+
+
+def _not_run(exc: BaseException, asyncpg: Any) -> bool:
+    """Whether a write that failed certainly did not commit.
+
+    - The server answered it with an error: an ErrorResponse ends the statement's
+      transaction without a commit (PostgreSQL sends none after a commit: a backend
+      terminated then closes the connection without a word).
+    - The server sent an error and closed the connection before answering: asyncpg
+      keeps that error as the cause. A pooled connection whose backend was terminated
+      while idle (``57P01``) fails so on its next statement.
+    - asyncpg refused to start the statement (``InternalClientError``: its state checks
+      run before anything is sent), for instance on a connection where the server's
+      error arrived while it was idle.
+    """
+    return (
+        _from_server(exc)
+        or _from_server(exc.__cause__)
+        or isinstance(exc, asyncpg.InternalClientError)
+    )
+
+
 async def _no_reset(_connection: Any) -> None:
     """Nothing to reset: transactions end before a connection goes back to the pool."""
 
@@ -268,12 +294,21 @@ class PostgresBackend:
                 if conn.is_closed():  # a pooled connection the server closed meanwhile
                     raise self._asyncpg.ConnectionDoesNotExistError("stale pooled connection")
                 sent = True
-                if self._wrap:
-                    async with conn.transaction():
-                        return await run(conn)
-                return await run(conn)
+                try:
+                    if self._wrap:
+                        async with conn.transaction():
+                            return await run(conn)
+                    return await run(conn)
+                except Exception as exc:
+                    if not _from_server(exc):
+                        # Broken: the pool opens a new one in its place (asyncpg refuses
+                        # once it has noticed the loss itself).
+                        with contextlib.suppress(Exception):
+                            conn.terminate()
+                    raise
         except Exception as exc:
-            raise self._translate(exc, unknown=write and sent) from exc
+            unknown = write and sent and not _not_run(exc, self._asyncpg)
+            raise self._translate(exc, unknown=unknown) from exc
 
     def _translate(self, exc: BaseException, *, unknown: bool) -> BaseException:
         translated = translate(exc, self._where)
