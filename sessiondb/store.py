@@ -63,7 +63,7 @@ from .rows import (
 )
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
-from .validation import column_text, to_json
+from .validation import check_record_size, column_text, to_json
 
 T = TypeVar("T")
 
@@ -126,6 +126,7 @@ class SessionStore:
         self._flavour = self._backend.flavour
         self._named = _NamedSessions()
         self._compaction_breaker = CircuitBreaker()
+        self._max_record_bytes = settings.max_record_bytes
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -140,6 +141,7 @@ class SessionStore:
         server_settings: Mapping[str, str] | None = None,
         ssl: Any = None,
         connect_args: Mapping[str, Any] | None = None,
+        max_record_bytes: int = Settings.max_record_bytes,
     ) -> AsyncIterator[SessionStore]:
         """Open a store; closes its connections on exit.
 
@@ -154,6 +156,9 @@ class SessionStore:
             connect_timeout, pool_min_size, pool_max_size, server_settings, ssl,
                 connect_args: how connections to Postgres are opened (see
                 :class:`sessiondb.config.ConnectOptions`); SQLite ignores them.
+            max_record_bytes: the largest record the store writes, in UTF-8 bytes of
+                its stored JSON (default 64 MiB); a bigger one is refused with an
+                :class:`InvalidInputError` and nothing is written.
 
         Raises:
             ConfigurationError: the URL, namespace or options are unusable.
@@ -168,6 +173,7 @@ class SessionStore:
             server_settings=server_settings,
             ssl=ssl,
             connect_args=connect_args,
+            max_record_bytes=max_record_bytes,
         )
         try:
             yield store
@@ -186,6 +192,7 @@ class SessionStore:
         server_settings: Mapping[str, str] | None = None,
         ssl: Any = None,
         connect_args: Mapping[str, Any] | None = None,
+        max_record_bytes: int = Settings.max_record_bytes,
     ) -> SessionStore:
         """A store for a service to keep for its lifetime: ``store = await
         SessionStore.connect(url)`` at start-up, ``await store.close()`` at shut-down.
@@ -207,7 +214,7 @@ class SessionStore:
             ssl=ssl,
             connect_args=dict(connect_args or {}),
         )
-        return cls(Settings.from_env(url, namespace, options))
+        return cls(Settings.from_env(url, namespace, options, max_record_bytes))
 
     async def close(self) -> None:
         """Close every connection and thread the store holds; idempotent. Any later call
@@ -310,6 +317,8 @@ class SessionStore:
                     message_record(m, i, model=False, checked=checked)
                     for i, m in enumerate(new.messages)
                 ]
+                for i, row in enumerate(rows):
+                    check_record_size(row.payload, self._max_record_bytes, f"message {i}")
             except InvalidInputError as exc:
                 raise InvalidInputError(f"session {index}: {exc}") from None
             uuids = [r.uuid for r in rows if r.uuid is not None]
@@ -478,6 +487,8 @@ class SessionStore:
                 f"messages must be a list of messages, got {type(messages).__name__}"
             )
         rows = [message_record(m, i) for i, m in enumerate(messages)]
+        for i, row in enumerate(rows):
+            check_record_size(row.payload, self._max_record_bytes, f"message {i}")
         return await self._append(session_id, rows, expected_seq=expected_seq)
 
     async def _append(
@@ -725,6 +736,7 @@ class SessionStore:
             payload=to_json(compaction.to_wire(), "compaction"),
             first_kept_seq=first_kept_seq,
         )
+        check_record_size(row.payload, self._max_record_bytes, "the compaction")
 
         async def unit(tx: Transaction) -> Record:
             head = await self._lock(tx, session_id)
@@ -785,6 +797,7 @@ class SessionStore:
             )
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
         row = NewRecord(kind="prune", payload=to_json(prune.to_wire(), "prune"))
+        check_record_size(row.payload, self._max_record_bytes, "the prune record")
 
         async def unit(tx: Transaction) -> Record:
             head = await self._lock(tx, session_id)
@@ -868,6 +881,8 @@ class SessionStore:
                 for t in targets
                 if t not in done
             ]
+            for row in rows:
+                check_record_size(row.payload, self._max_record_bytes, "the tombstone")
             if not rows:
                 return []
             return await self._append_in(tx, session_id, rows, None, [])
