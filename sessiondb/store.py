@@ -63,7 +63,7 @@ from .rows import (
 )
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
-from .validation import check_record_size, column_text, to_json
+from .validation import check_record_size, column_text, strict_int, to_json
 
 T = TypeVar("T")
 
@@ -301,6 +301,12 @@ class SessionStore:
         Raises:
             InvalidInputError: a session or message is malformed (its batch is not written).
         """
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise InvalidInputError(
+                f"items must be an iterable of sessions (dicts or NewSession), got "
+                f"{type(items).__name__}"
+            )
+        strict_int(batch_records, "batch_records", minimum=1)
         ids: list[str] = []
         batch: list[tuple[dict[str, Any], list[NewRecord]]] = []
         size = 0
@@ -1183,7 +1189,7 @@ def _first_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     message = str(first["msg"]).removeprefix("Value error, ")
     where = ".".join(str(p) for p in first["loc"])
-    return message if where == "messages" else f"{where}: {message}"
+    return message if where in ("messages", "") else f"{where}: {message}"
 
 
 def _check_bool(value: object, name: str) -> None:
