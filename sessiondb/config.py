@@ -152,6 +152,12 @@ def check_namespace(namespace: object) -> str:
         )
     if "\x00" in namespace:
         raise ConfigurationError("namespace must not contain NUL characters")
+    try:
+        namespace.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"namespace must not contain lone surrogates, got {namespace!r}"
+        ) from None
     return namespace
 
 

@@ -510,6 +510,7 @@ class SessionStore:
         if len(set(uuids)) != len(uuids):
             raise InvalidInputError("the same uuid appears twice in one append")
         if not rows:
+            await self.get_session(session_id)  # raises when the session is missing
             return []
         if not uuids:
             at = _now()
@@ -727,6 +728,9 @@ class SessionStore:
             raise InvalidInputError(
                 f"first_kept_seq must be a positive int, got {first_kept_seq!r}"
             )
+        for name, files in (("read_files", read_files), ("modified_files", modified_files)):
+            if isinstance(files, str | bytes) or not isinstance(files, Iterable):
+                raise InvalidInputError(f"{name} must be a list of paths, got {files!r}")
         try:
             compaction = Compaction(
                 summary=summary,
