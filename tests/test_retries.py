@@ -271,3 +271,21 @@ async def test_appends_on_pooled_connections_killed_while_idle_are_stored_once(
             assert texts == [f"after kill {i}" for i in range(12)]
     finally:
         await admin.close()
+
+
+async def test_a_server_that_never_answers_times_out_with_what_was_tried() -> None:
+    import socket
+
+    with socket.socket() as silent:  # accepts connections, never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        url = f"postgresql://nobody@127.0.0.1:{port}/x"
+        async with SessionStore.open(url, connect_timeout=0.3) as store:
+            started = time.monotonic()
+            with pytest.raises(DatabaseUnavailableError) as err:
+                await store.append("01J9Z3K7Q8R2V5X4W6Y0A1B2C3", {"role": "user", "content": "x"})
+            assert time.monotonic() - started < RETRY_BUDGET + 1
+    message = str(err.value)
+    assert f"127.0.0.1:{port}" in message and "connect_timeout 0.3 s" in message, message
+    assert err.value.retryable and not err.value.outcome_unknown

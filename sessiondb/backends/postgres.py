@@ -153,13 +153,17 @@ _UNAVAILABLE_CODES = {"57P01", "57P02", "57P03", "53300", "53400"}
 _BUSY_CODES = {"40001", "40P01", "55P03"}
 
 
-def translate(exc: BaseException, where: str) -> BaseException:
+def translate(exc: BaseException, where: str, timeout: float | None = None) -> BaseException:
     """The sessiondb error for an exception from asyncpg or the network, by SQLSTATE;
-    anything else passes through unchanged."""
+    anything else passes through unchanged. ``timeout``: the connect timeout, named when
+    a connection timed out."""
     if isinstance(exc, SessionDBError | IntegrityViolation | asyncio.CancelledError):
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
     text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, TimeoutError) and not str(exc):
+        limit = f" (connect_timeout {timeout:g} s)" if timeout is not None else ""
+        text = f"TimeoutError: the server did not answer in time{limit}"
     if isinstance(sqlstate, str):
         if sqlstate in ("23505", "23503"):
             return IntegrityViolation(getattr(exc, "constraint_name", None), text)
@@ -226,6 +230,7 @@ class PostgresBackend:
         self._settings = settings
         self._kwargs = connect_kwargs(settings)
         self._where = _where(self._kwargs)
+        self._timeout: float | None = self._kwargs.get("timeout")
         # Without named prepared statements (PgBouncer), a lone statement runs in a
         # transaction of its own so that its parse and execution share a server connection.
         self._wrap = self._kwargs.get("statement_cache_size") == 0
@@ -249,7 +254,7 @@ class PostgresBackend:
                             **self._kwargs,
                         )
                     except BaseException as exc:
-                        raise translate(exc, self._where) from exc
+                        raise translate(exc, self._where, self._timeout) from exc
         return self._pool
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
@@ -311,7 +316,7 @@ class PostgresBackend:
             raise self._translate(exc, unknown=unknown) from exc
 
     def _translate(self, exc: BaseException, *, unknown: bool) -> BaseException:
-        translated = translate(exc, self._where)
+        translated = translate(exc, self._where, self._timeout)
         if unknown and isinstance(translated, DatabaseUnavailableError):
             return DatabaseUnavailableError(
                 f"{translated}; the write was sent, so whether it was stored is unknown "
@@ -360,7 +365,7 @@ class PostgresBackend:
         except Exception as exc:
             orig = getattr(exc, "orig", None)
             cause = getattr(orig, "__cause__", None) or orig or exc
-            translated = translate(cause, self._where)
+            translated = translate(cause, self._where, self._timeout)
             if isinstance(translated, IntegrityViolation) or (
                 translated is cause and cause is not exc
             ):
