@@ -128,6 +128,7 @@ class _Proxy:
     def __init__(self, host: str, port: int) -> None:
         self._upstream = (host, port)
         self._writers: list[asyncio.StreamWriter] = []
+        self._frozen: set[asyncio.StreamWriter] = set()
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -149,6 +150,8 @@ class _Proxy:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    if dst in self._frozen:
+                        continue  # dropped: the peer hears nothing, not even a reset
                     dst.write(data)
                     await dst.drain()
             except (OSError, RuntimeError):
@@ -157,6 +160,11 @@ class _Proxy:
                 dst.transport.abort()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def freeze(self) -> None:
+        """Drop whatever the open connections carry from now on, both ways, and close
+        nothing: connections that died without a word (new ones work)."""
+        self._frozen.update(self._writers)
 
     def cut(self) -> None:
         """Drop every open connection, both ways, at once."""
@@ -289,3 +297,30 @@ async def test_a_server_that_never_answers_times_out_with_what_was_tried() -> No
     message = str(err.value)
     assert f"127.0.0.1:{port}" in message and "connect_timeout 0.3 s" in message, message
     assert err.value.retryable and not err.value.outcome_unknown
+
+
+@pytest.mark.postgres_only
+async def test_a_pooled_connection_that_died_silently_is_pinged_before_a_write(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessiondb.backends import postgres
+
+    url = make_url(pg_url)
+    async with _Proxy(str(url.host), url.port or 5432) as proxy:
+        through = url.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+        async with SessionStore.open(through, connect_timeout=0.5) as store:
+            info = await store.create_session()
+            await store.append(info.id, {"role": "user", "content": "before"})
+            monkeypatch.setattr(postgres, "IDLE_PING_SECONDS", 0.05)
+            proxy.freeze()  # the pool's one connection: half-open, as after a NAT expiry
+            await asyncio.sleep(0.1)
+            append = asyncio.create_task(store.append(info.id, {"role": "user", "content": "x"}))
+            done, _ = await asyncio.wait({append}, timeout=10)
+            if not done:
+                proxy.cut()  # lets the append fail, and the store close
+                await asyncio.gather(append, return_exceptions=True)
+                pytest.fail("the append was sent on a dead connection and never answered")
+            (record,) = append.result()
+            assert record.seq == 2
+            texts = [r.message.text() for r in await store.records(info.id) if r.message]
+            assert texts == ["before", "x"]

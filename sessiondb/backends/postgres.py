@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl as ssl_module
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -38,6 +39,10 @@ from ..errors import (
 from .base import Compiler, IntegrityViolation, Row, retrying
 
 T = TypeVar("T")
+
+# A pooled connection idle longer than this is pinged before a write is sent on it: a
+# round trip once per idle spell, against a write whose outcome would be unknown.
+IDLE_PING_SECONDS = 10.0
 
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 # URL query parameters taken, and what they become for asyncpg.connect.
@@ -236,6 +241,7 @@ class PostgresBackend:
         self._wrap = self._kwargs.get("statement_cache_size") == 0
         self._compile = Compiler(asyncpg_dialect())  # type: ignore[no-untyped-call]
         self._pool: Any = None
+        self._last_used: dict[Any, float] = {}  # server pid -> when a statement last ran
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -298,6 +304,8 @@ class PostgresBackend:
             async with pool.acquire() as conn:
                 if conn.is_closed():  # a pooled connection the server closed meanwhile
                     raise self._asyncpg.ConnectionDoesNotExistError("stale pooled connection")
+                if self._idle_too_long(conn) and write:
+                    await self._ping(conn)
                 sent = True
                 try:
                     if self._wrap:
@@ -314,6 +322,31 @@ class PostgresBackend:
         except Exception as exc:
             unknown = write and sent and not _not_run(exc, self._asyncpg)
             raise self._translate(exc, unknown=unknown) from exc
+
+    def _idle_too_long(self, conn: Any) -> bool:
+        """Note that ``conn`` is used now; whether it lay idle past ``IDLE_PING_SECONDS``."""
+        key = conn.get_server_pid()
+        now = time.monotonic()
+        last = self._last_used.get(key)
+        if len(self._last_used) >= 4 * self._settings.connect.pool_max_size + 64:
+            self._last_used.clear()  # forget connections long gone
+        self._last_used[key] = now
+        return last is not None and now - last > IDLE_PING_SECONDS
+
+    async def _ping(self, conn: Any) -> None:
+        """A round trip on a connection that lay idle before a write is sent on it: a
+        connection that silently died meanwhile (a NAT or firewall dropped it, and no
+        reset came) fails here, where nothing has been sent, instead of leaving the
+        write's outcome unknown."""
+        try:
+            await conn.fetchval("SELECT 1", timeout=self._timeout)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                conn.terminate()
+            raise DatabaseUnavailableError(
+                f"a pooled connection to {self._where} lay idle and no longer answers "
+                f"({type(exc).__name__}: {exc}); nothing was sent"
+            ) from exc
 
     def _translate(self, exc: BaseException, *, unknown: bool) -> BaseException:
         translated = translate(exc, self._where, self._timeout)
