@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sql_helpers as sql
 
 from sessiondb import SessionStore
@@ -37,15 +38,25 @@ def _message(i: int, rng: random.Random) -> list[dict[str, Any]]:
 
 async def _attempt(store: SessionStore, sid: str, i: int, rng: random.Random) -> str:
     """One append, cancelled at a random point (or not at all); ``acked`` or ``cancelled``."""
-    messages = _message(i, rng)
+    return await _attempt_messages(store, sid, _message(i, rng), rng)
+
+
+async def _attempt_messages(
+    store: SessionStore,
+    sid: str,
+    messages: list[dict[str, Any]],
+    rng: random.Random,
+    scale: float = 1.0,
+) -> str:
+    """``scale``: how much longer than on SQLite an append takes."""
     how = rng.random()
     try:
         if how < 0.4:
-            await asyncio.wait_for(store.append(sid, messages), rng.uniform(0, 0.003))
+            await asyncio.wait_for(store.append(sid, messages), rng.uniform(0, 0.003) * scale)
         else:
             task = asyncio.create_task(store.append(sid, messages))
             if how < 0.7:
-                await asyncio.sleep(rng.uniform(0, 0.004))
+                await asyncio.sleep(rng.uniform(0, 0.004) * scale)
             else:
                 # A given number of turns of the loop: hits each await of the append in
                 # turn, the one right after an inline commit too.
@@ -131,4 +142,64 @@ async def test_cancelled_appends_write_nothing_and_leave_no_transaction_open(
         stop.set()
         if other.is_alive():
             await asyncio.to_thread(other.join)
+        await store.close()
+
+
+@pytest.mark.postgres_only
+async def test_cancelled_appends_on_postgres_leave_a_working_store(pg_url: str) -> None:
+    """On Postgres a cancel can land after the server committed: a cancelled append may be
+    stored. Appends with uuids, sent again, are then stored exactly once; the seqs stay
+    gapless, no connection is left idle in a transaction, and the store keeps working."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    rng = random.Random(8)
+    store = await SessionStore.connect(pg_url, pool_max_size=4)
+    try:
+        sid = (await store.create_session()).id
+        outcomes: dict[int, str] = {}
+        messages: dict[int, list[dict[str, Any]]] = {}
+        start = 0
+        while start < 200:
+            batch = list(range(start, start + rng.randint(1, 4)))
+            for i in batch:
+                messages[i] = _message(i, rng)
+            results = await asyncio.gather(
+                *(_attempt_messages(store, sid, messages[i], rng, 5.0) for i in batch)
+            )
+            outcomes.update(zip(batch, results, strict=True))
+            start = batch[-1] + 1
+        url = make_url(pg_url)
+        admin = await asyncpg.connect(
+            user=url.username, host=url.host, port=url.port, database="postgres"
+        )
+        try:
+            stuck = await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
+                "AND state LIKE 'idle in transaction%'",
+                url.database,
+            )
+        finally:
+            await admin.close()
+        assert stuck == 0
+        # A cancelled append with uuids, sent again, is stored once whatever happened.
+        for i, outcome in outcomes.items():
+            if outcome == "cancelled" and "uuid" in messages[i][0]:
+                await store.append(sid, messages[i])
+        records = await store.records(sid)
+        assert [r.seq for r in records] == list(range(1, len(records) + 1))
+        info = await store.get_session(sid)
+        assert info.last_seq == info.message_count == len(records)
+        stored = Counter(r.message.text().split(" ")[0] for r in records if r.message)
+        for i, outcome in outcomes.items():
+            if outcome == "acked" or "uuid" in messages[i][0]:
+                assert stored[f"a{i}"] == len(messages[i]), (i, outcome)
+            else:
+                assert stored[f"a{i}"] in (0, len(messages[i])), (i, outcome)
+        counts = Counter(outcomes.values())
+        assert counts["acked"] >= 10 and counts["cancelled"] >= 10, counts
+        (after,) = await store.append(sid, {"role": "user", "content": "after"})
+        assert after.seq == len(records) + 1
+        print(f"postgres cancellation outcomes: {dict(counts)}")
+    finally:
         await store.close()
