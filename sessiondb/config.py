@@ -22,6 +22,11 @@ DEFAULT_NAMESPACE = "default"
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_POOL_MAX_SIZE = 10
+# The largest record a store takes, as UTF-8 bytes of its stored JSON: room for a message
+# with a few base64 images; a 300 MiB message took 20 s to refuse at the database.
+DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
+# Both databases refuse a value of 1 GB or more.
+MAX_RECORD_BYTES_CEILING = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,20 @@ class Settings:
     url: URL
     namespace: str = DEFAULT_NAMESPACE
     connect: ConnectOptions = field(default_factory=ConnectOptions)
+    #: The largest record the store writes, in UTF-8 bytes of its stored JSON.
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     def __post_init__(self) -> None:
         check_namespace(self.namespace)
+        limit = self.max_record_bytes
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_RECORD_BYTES_CEILING
+        ):
+            raise ConfigurationError(
+                f"max_record_bytes must be an int in 1..{MAX_RECORD_BYTES_CEILING}, got {limit!r}"
+            )
 
     @classmethod
     def from_env(
@@ -91,6 +107,7 @@ class Settings:
         url: str | None = None,
         namespace: str | None = None,
         connect: ConnectOptions | None = None,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> Settings:
         """Arguments first, then ``SESSIONDB_URL`` / ``SESSIONDB_NAMESPACE``, then defaults."""
         # An explicit argument is used as given, even "": an empty namespace must not
@@ -108,9 +125,14 @@ class Settings:
                 raise ConfigurationError(f"{url_var}: {exc}") from exc
             raise
         try:
-            return cls(url=parsed, namespace=ns, connect=connect or ConnectOptions())
+            return cls(
+                url=parsed,
+                namespace=ns,
+                connect=connect or ConnectOptions(),
+                max_record_bytes=max_record_bytes,
+            )
         except ConfigurationError as exc:
-            if ns_var:
+            if ns_var and str(exc).startswith("namespace"):
                 raise ConfigurationError(f"{ns_var}: {exc}") from exc
             raise
 
@@ -130,6 +152,12 @@ def check_namespace(namespace: object) -> str:
         )
     if "\x00" in namespace:
         raise ConfigurationError("namespace must not contain NUL characters")
+    try:
+        namespace.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"namespace must not contain lone surrogates, got {namespace!r}"
+        ) from None
     return namespace
 
 

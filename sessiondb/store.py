@@ -64,7 +64,7 @@ from .rows import (
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
 from .turns import Turn
-from .validation import column_text, session_key, to_json
+from .validation import check_record_size, column_text, session_key, strict_int, to_json
 
 T = TypeVar("T")
 
@@ -133,6 +133,7 @@ class SessionStore:
         self._named = _NamedSessions()
         self._compaction_breaker = CircuitBreaker()
         self._turns_table = True
+        self._max_record_bytes = settings.max_record_bytes
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -147,6 +148,7 @@ class SessionStore:
         server_settings: Mapping[str, str] | None = None,
         ssl: Any = None,
         connect_args: Mapping[str, Any] | None = None,
+        max_record_bytes: int = Settings.max_record_bytes,
     ) -> AsyncIterator[SessionStore]:
         """Open a store; closes its connections on exit.
 
@@ -161,6 +163,9 @@ class SessionStore:
             connect_timeout, pool_min_size, pool_max_size, server_settings, ssl,
                 connect_args: how connections to Postgres are opened (see
                 :class:`sessiondb.config.ConnectOptions`); SQLite ignores them.
+            max_record_bytes: the largest record the store writes, in UTF-8 bytes of
+                its stored JSON (default 64 MiB); a bigger one is refused with an
+                :class:`InvalidInputError` and nothing is written.
 
         Raises:
             ConfigurationError: the URL, namespace or options are unusable.
@@ -175,6 +180,7 @@ class SessionStore:
             server_settings=server_settings,
             ssl=ssl,
             connect_args=connect_args,
+            max_record_bytes=max_record_bytes,
         )
         try:
             yield store
@@ -193,6 +199,7 @@ class SessionStore:
         server_settings: Mapping[str, str] | None = None,
         ssl: Any = None,
         connect_args: Mapping[str, Any] | None = None,
+        max_record_bytes: int = Settings.max_record_bytes,
     ) -> SessionStore:
         """A store for a service to keep for its lifetime: ``store = await
         SessionStore.connect(url)`` at start-up, ``await store.close()`` at shut-down.
@@ -214,7 +221,7 @@ class SessionStore:
             ssl=ssl,
             connect_args=dict(connect_args or {}),
         )
-        return cls(Settings.from_env(url, namespace, options))
+        return cls(Settings.from_env(url, namespace, options, max_record_bytes))
 
     async def close(self) -> None:
         """Close every connection and thread the store holds; idempotent. Any later call
@@ -382,6 +389,12 @@ class SessionStore:
                 key (its batch is not written).
             ConflictError: a key is taken in the namespace (its batch is not written).
         """
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise InvalidInputError(
+                f"items must be an iterable of sessions (dicts or NewSession), got "
+                f"{type(items).__name__}"
+            )
+        strict_int(batch_records, "batch_records", minimum=1)
         ids: list[str] = []
         batch: list[tuple[dict[str, Any], list[NewRecord]]] = []
         keys: dict[str, int] = {}  # key -> index of the session that has it
@@ -399,6 +412,8 @@ class SessionStore:
                     message_record(m, i, model=False, checked=checked)
                     for i, m in enumerate(new.messages)
                 ]
+                for i, row in enumerate(rows):
+                    check_record_size(row.payload, self._max_record_bytes, f"message {i}")
             except InvalidInputError as exc:
                 raise InvalidInputError(f"session {index}: {exc}") from None
             uuids = [r.uuid for r in rows if r.uuid is not None]
@@ -669,8 +684,8 @@ class SessionStore:
         rows = self._message_rows(messages)
         return await self._append(session_id, rows, expected_seq=expected_seq)
 
-    @staticmethod
     def _message_rows(
+        self,
         messages: Sequence[Message | Mapping[str, Any]] | Message | Mapping[str, Any],
     ) -> list[NewRecord]:
         if isinstance(messages, Message | Mapping):
@@ -679,7 +694,10 @@ class SessionStore:
             raise InvalidInputError(
                 f"messages must be a list of messages, got {type(messages).__name__}"
             )
-        return [message_record(m, i) for i, m in enumerate(messages)]
+        rows = [message_record(m, i) for i, m in enumerate(messages)]
+        for i, row in enumerate(rows):
+            check_record_size(row.payload, self._max_record_bytes, f"message {i}")
+        return rows
 
     async def _append(
         self,
@@ -696,6 +714,7 @@ class SessionStore:
         if len(set(uuids)) != len(uuids):
             raise InvalidInputError("the same uuid appears twice in one append")
         if not rows:
+            await self.get_session(session_id)  # raises when the session is missing
             return []
         if not uuids and fence is None:
             at = _now()
@@ -936,6 +955,9 @@ class SessionStore:
                 f"first_kept_seq must be a positive int, got {first_kept_seq!r}"
             )
         _check_expected_seq(expected_seq)
+        for name, files in (("read_files", read_files), ("modified_files", modified_files)):
+            if isinstance(files, str | bytes) or not isinstance(files, Iterable):
+                raise InvalidInputError(f"{name} must be a list of paths, got {files!r}")
         try:
             compaction = Compaction(
                 summary=summary,
@@ -951,6 +973,7 @@ class SessionStore:
             payload=to_json(compaction.to_wire(), "compaction"),
             first_kept_seq=first_kept_seq,
         )
+        check_record_size(row.payload, self._max_record_bytes, "the compaction")
 
         async def unit(tx: Transaction) -> Record:
             head = await self._lock(tx, session_id)
@@ -1013,6 +1036,7 @@ class SessionStore:
         _check_expected_seq(expected_seq)
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
         row = NewRecord(kind="prune", payload=to_json(prune.to_wire(), "prune"))
+        check_record_size(row.payload, self._max_record_bytes, "the prune record")
 
         async def unit(tx: Transaction) -> Record:
             head = await self._lock(tx, session_id)
@@ -1096,6 +1120,8 @@ class SessionStore:
                 for t in targets
                 if t not in done
             ]
+            for row in rows:
+                check_record_size(row.payload, self._max_record_bytes, "the tombstone")
             if not rows:
                 return []
             return await self._append_in(tx, session_id, rows, None, [])
@@ -1476,7 +1502,7 @@ def _first_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     message = str(first["msg"]).removeprefix("Value error, ")
     where = ".".join(str(p) for p in first["loc"])
-    return message if where == "messages" else f"{where}: {message}"
+    return message if where in ("messages", "") else f"{where}: {message}"
 
 
 def _check_bool(value: object, name: str) -> None:

@@ -44,15 +44,16 @@ from ulid import ULID
 from . import jsoncodec
 from . import statements as q
 from .backends import IntegrityViolation
+from .config import DEFAULT_MAX_RECORD_BYTES
 from .errors import InvalidInputError, InvalidSessionIdError, SessionDBError
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
-from .formats.base import StoredRecord
+from .formats.base import MAX_LINE_BYTES, StoredRecord
 from .ids import check_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
 from .rows import HeadDelta, NewRecord, session_info, utc
 from .tables import records, sessions
-from .validation import column_text, to_json
+from .validation import check_record_size, column_text, to_json
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -184,6 +185,21 @@ async def import_path(
         raise InvalidInputError(f"{root}: no such file or directory")
     files = list(_files(root, chosen))
     importer = _Importer(store, strict)
+    # A line over the limit fails its session as path:line, before it is parsed.
+    limit = MAX_LINE_BYTES.set(store.settings.max_record_bytes)
+    try:
+        await _import_files(importer, files, progress)
+    finally:
+        MAX_LINE_BYTES.reset(limit)
+    importer.report.files = len(files)
+    return importer.report
+
+
+async def _import_files(
+    importer: _Importer,
+    files: list[tuple[Path, Format | Exception]],
+    progress: Callable[[ImportProgress], None] | None,
+) -> None:
     for done, (file, fmt) in enumerate(files, 1):
         if isinstance(fmt, Exception):
             importer.report.failures.append(ImportFailure(file, _crash("detection", fmt)))
@@ -203,8 +219,6 @@ async def import_path(
                 )
             )
     await importer.finish()
-    importer.report.files = len(files)
-    return importer.report
 
 
 def _files(root: Path, chosen: Format | None) -> Iterator[tuple[Path, Format | Exception]]:
@@ -405,6 +419,7 @@ class _Importer:
                 if fork_seq:
                     inherited = await self._count_messages(parent_id, fork_seq)
         rows = _Rows(session, session_id, self.namespace, parent_id, inherited)
+        rows.max_bytes = self.store.settings.max_record_bytes
         # Strict holds a session whole: nothing of a file with a bad line may be written.
         limit = (2**62, 2**62) if self.strict else (BATCH_RECORDS, STREAM_CHARS)
         first = rows.chunk(*limit)
@@ -568,6 +583,7 @@ class _Rows:
         self.name: str | None = None
         self.named = False
         self.first: list[tuple[Any, ...]] = []  # a streamed session's first chunk
+        self.max_bytes = DEFAULT_MAX_RECORD_BYTES  # the store's max_record_bytes
 
     @property
     def last_seq(self) -> int:
@@ -587,6 +603,7 @@ class _Rows:
             where = f"record {index + 1} (seq {seq})"
             try:
                 row = _record(record, seq, self.base, where)
+                check_record_size(row.payload, self.max_bytes, where)
             except InvalidInputError as exc:
                 raise _Refused(str(exc)) from exc
             if row.uuid is not None:

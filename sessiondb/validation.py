@@ -67,3 +67,14 @@ def strict_int(value: Any, what: str, *, minimum: int | None = None) -> int:
         bound = f">= {minimum} and " if minimum is not None else ""
         raise InvalidInputError(f"{what} must be {bound}below 2**63, got {value!r}")
     return value
+
+
+def check_record_size(payload: str, limit: int, what: str) -> None:
+    """Refuse a record whose stored JSON is over ``limit`` bytes (UTF-8)."""
+    if len(payload) <= limit // 4:  # at most 4 bytes a character: no need to count
+        return
+    size = len(payload.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise InvalidInputError(
+            f"{what} is {size} bytes as stored, over the store's max_record_bytes of {limit}"
+        )

@@ -162,7 +162,14 @@ async def test_sqlite_writers_killed_mid_load_leave_a_consistent_database(
             )
             for p in range(2)
         ]
-        await asyncio.sleep(1.0 + 0.1 * round_)
+        # Kill mid-load: once both writers have acknowledged appends (their start-up
+        # takes seconds on a loaded machine), then a little later.
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and not all(
+            f"r{round_}p{p} " in (log.read_text() if log.exists() else "") for p in range(2)
+        ):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.2 + 0.1 * round_)
         for proc in procs:
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)

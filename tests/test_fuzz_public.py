@@ -42,6 +42,23 @@ message = st.one_of(
     hostile,
 )
 messages = st.one_of(message, st.lists(message, max_size=3), hostile)
+# A session for import_sessions: plausible, with hostile fields, or hostile whole.
+new_session = st.one_of(
+    st.fixed_dictionaries(
+        {"messages": st.lists(message, max_size=3)},
+        optional={
+            "name": texts,
+            "model": texts,
+            "source": st.one_of(st.sampled_from(["interactive", "cron"]), hostile),
+            "cron_job_id": texts,
+            "system_prompt_override": texts,
+            "metadata": st.one_of(st.dictionaries(st.text(max_size=3), st.integers()), hostile),
+            "bogus": hostile,
+        },
+    ),
+    st.fixed_dictionaries({"messages": hostile}),
+    hostile,
+)
 
 
 def _call(name: str) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
@@ -53,10 +70,25 @@ def _call(name: str) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
 OPTIONAL: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "append": {"messages": messages, "expected_seq": ints},
     "records": {
-        "kinds": st.one_of(st.lists(st.sampled_from(["message", "tombstone"])), hostile),
+        "kinds": st.one_of(
+            st.lists(st.sampled_from(["message", "tombstone", "compaction", "entry", "prune"])),
+            st.lists(st.one_of(st.sampled_from(["message", "bogus"]), hostile), max_size=3),
+            hostile,
+        ),
         "from_seq": ints,
         "to_seq": ints,
         "include_tombstoned": hostile,
+        "include_superseded": hostile,
+    },
+    "append_prune": {
+        "seqs": st.one_of(st.lists(ints, max_size=4), hostile),
+        "marker": texts,
+        "tokens_freed": ints,
+        "expected_seq": ints,
+    },
+    "import_sessions": {
+        "items": st.one_of(st.lists(new_session, max_size=3), hostile),
+        "batch_records": ints,
     },
     "tombstone": {"seq": ints, "reason": texts},
     "fork": {"at_seq": ints, "name": texts, "detach": hostile},
@@ -86,8 +118,14 @@ OPTIONAL: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     },
 }
 # Arguments that every call must pass (keyword-only and without defaults).
-REQUIRED = {"append": ("messages",), "tombstone": ("seq",), "rename": ("name",)}
-NO_SESSION = {"list_sessions", "create_session"}
+REQUIRED = {
+    "append": ("messages",),
+    "tombstone": ("seq",),
+    "rename": ("name",),
+    "append_prune": ("seqs",),
+    "import_sessions": ("items",),
+}
+NO_SESSION = {"list_sessions", "create_session", "import_sessions"}
 calls = st.one_of(*(_call(name) for name in OPTIONAL))
 session_ids = st.integers(0, 9).flatmap(
     lambda i: st.just("own") if i < 7 else st.one_of(st.just("missing"), hostile)
@@ -106,6 +144,28 @@ async def _counts(store: SessionStore) -> tuple[Any, ...]:
     )
 
 
+async def _torn_sessions(store: SessionStore) -> int:
+    return int(
+        await sql.scalar(
+            store,
+            "SELECT count(*) FROM sessiondb_sessions s WHERE s.last_seq - coalesce(s.fork_seq, 0)"
+            " <> (SELECT count(*) FROM sessiondb_records r WHERE r.session_id = s.id)",
+        )
+    )
+
+
+def _batched(name: str, kwargs: dict[str, Any]) -> bool:
+    """import_sessions with a valid ``batch_records``: batches written before the failing
+    one stay (documented; each session whole, which ``_torn_sessions`` checks)."""
+    size = kwargs.get("batch_records")
+    return (
+        name == "import_sessions"
+        and isinstance(size, int)
+        and not isinstance(size, bool)
+        and 1 <= size < 2**63
+    )
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_public_methods_succeed_or_change_nothing(db_url: str) -> None:
     loop = asyncio.new_event_loop()
@@ -114,6 +174,19 @@ def test_public_methods_succeed_or_change_nothing(db_url: str) -> None:
     try:
         own = run(store.create_session(name="fuzz")).id
         run(store.append(own, [{"role": "user", "content": "hi"}] * 3))
+        # Tool results at seqs 5 and 6, for append_prune to take.
+        call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {}}
+        call2 = {**call, "id": "c2"}
+        run(
+            store.append(
+                own,
+                [
+                    {"role": "assistant", "content": [call, call2]},
+                    {"role": "toolResult", "toolCallId": "c1", "content": "one"},
+                    {"role": "toolResult", "toolCallId": "c2", "content": "two"},
+                ],
+            )
+        )
 
         @settings(
             max_examples=EXAMPLES,
@@ -141,7 +214,10 @@ def test_public_methods_succeed_or_change_nothing(db_url: str) -> None:
             try:
                 run(getattr(store, name)(*args, **kwargs))
             except SessionDBError:
-                assert run(_counts(store)) == before, (name, args, kwargs)
+                if not _batched(name, kwargs):
+                    assert run(_counts(store)) == before, (name, args, kwargs)
+            # Every session whole: its own records are its seqs past the fork point.
+            assert run(_torn_sessions(store)) == 0, (name, args, kwargs)
             # Succeeded or not, the session reads back.
             run(store.records(own, include_tombstoned=True))
             run(store.context(own))
@@ -167,3 +243,18 @@ async def test_found_by_fuzzing_empty_kinds_and_non_bool_flags(store: SessionSto
     with pytest.raises(InvalidInputError, match="detach"):
         await store.fork(sid, detach="yes")  # type: ignore[arg-type]
     assert len(await store.records(sid)) == 1
+
+
+async def test_found_by_fuzzing_import_sessions_arguments(store: SessionStore) -> None:
+    from sessiondb import InvalidInputError
+
+    before = await _counts(store)
+    for items in (0.0, None, "abc", {"messages": []}):
+        with pytest.raises(InvalidInputError, match="items must be an iterable"):
+            await store.import_sessions(items)  # type: ignore[arg-type]
+    for size in ("x", True, 0, 2**63):
+        with pytest.raises(InvalidInputError, match="batch_records"):
+            await store.import_sessions([{"messages": []}], batch_records=size)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"^session 0: Input should be"):
+        await store.import_sessions([5])  # type: ignore[list-item]
+    assert await _counts(store) == before

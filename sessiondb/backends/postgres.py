@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl as ssl_module
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -38,6 +39,10 @@ from ..errors import (
 from .base import Compiler, IntegrityViolation, Row, retrying
 
 T = TypeVar("T")
+
+# A pooled connection idle longer than this is pinged before a write is sent on it: a
+# round trip once per idle spell, against a write whose outcome would be unknown.
+IDLE_PING_SECONDS = 10.0
 
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 # URL query parameters taken, and what they become for asyncpg.connect.
@@ -153,13 +158,17 @@ _UNAVAILABLE_CODES = {"57P01", "57P02", "57P03", "53300", "53400"}
 _BUSY_CODES = {"40001", "40P01", "55P03"}
 
 
-def translate(exc: BaseException, where: str) -> BaseException:
+def translate(exc: BaseException, where: str, timeout: float | None = None) -> BaseException:
     """The sessiondb error for an exception from asyncpg or the network, by SQLSTATE;
-    anything else passes through unchanged."""
+    anything else passes through unchanged. ``timeout``: the connect timeout, named when
+    a connection timed out."""
     if isinstance(exc, SessionDBError | IntegrityViolation | asyncio.CancelledError):
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
     text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, TimeoutError) and not str(exc):
+        limit = f" (connect_timeout {timeout:g} s)" if timeout is not None else ""
+        text = f"TimeoutError: the server did not answer in time{limit}"
     if isinstance(sqlstate, str):
         if sqlstate in ("23505", "23503"):
             return IntegrityViolation(getattr(exc, "constraint_name", None), text)
@@ -186,6 +195,32 @@ def translate(exc: BaseException, where: str) -> BaseException:
     return exc
 
 
+def _from_server(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is an ErrorResponse the server sent (asyncpg fills in its
+    severity), not an error asyncpg made up on the client."""
+    return getattr(exc, "severity", None) is not None
+
+
+def _not_run(exc: BaseException, asyncpg: Any) -> bool:
+    """Whether a write that failed certainly did not commit.
+
+    - The server answered it with an error: an ErrorResponse ends the statement's
+      transaction without a commit (PostgreSQL sends none after a commit: a backend
+      terminated then closes the connection without a word).
+    - The server sent an error and closed the connection before answering: asyncpg
+      keeps that error as the cause. A pooled connection whose backend was terminated
+      while idle (``57P01``) fails so on its next statement.
+    - asyncpg refused to start the statement (``InternalClientError``: its state checks
+      run before anything is sent), for instance on a connection where the server's
+      error arrived while it was idle.
+    """
+    return (
+        _from_server(exc)
+        or _from_server(exc.__cause__)
+        or isinstance(exc, asyncpg.InternalClientError)
+    )
+
+
 async def _no_reset(_connection: Any) -> None:
     """Nothing to reset: transactions end before a connection goes back to the pool."""
 
@@ -200,11 +235,13 @@ class PostgresBackend:
         self._settings = settings
         self._kwargs = connect_kwargs(settings)
         self._where = _where(self._kwargs)
+        self._timeout: float | None = self._kwargs.get("timeout")
         # Without named prepared statements (PgBouncer), a lone statement runs in a
         # transaction of its own so that its parse and execution share a server connection.
         self._wrap = self._kwargs.get("statement_cache_size") == 0
         self._compile = Compiler(asyncpg_dialect())  # type: ignore[no-untyped-call]
         self._pool: Any = None
+        self._last_used: dict[Any, float] = {}  # server pid -> when a statement last ran
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -223,7 +260,7 @@ class PostgresBackend:
                             **self._kwargs,
                         )
                     except BaseException as exc:
-                        raise translate(exc, self._where) from exc
+                        raise translate(exc, self._where, self._timeout) from exc
         return self._pool
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
@@ -267,16 +304,52 @@ class PostgresBackend:
             async with pool.acquire() as conn:
                 if conn.is_closed():  # a pooled connection the server closed meanwhile
                     raise self._asyncpg.ConnectionDoesNotExistError("stale pooled connection")
+                if self._idle_too_long(conn) and write:
+                    await self._ping(conn)
                 sent = True
-                if self._wrap:
-                    async with conn.transaction():
-                        return await run(conn)
-                return await run(conn)
+                try:
+                    if self._wrap:
+                        async with conn.transaction():
+                            return await run(conn)
+                    return await run(conn)
+                except Exception as exc:
+                    if not _from_server(exc):
+                        # Broken: the pool opens a new one in its place (asyncpg refuses
+                        # once it has noticed the loss itself).
+                        with contextlib.suppress(Exception):
+                            conn.terminate()
+                    raise
         except Exception as exc:
-            raise self._translate(exc, unknown=write and sent) from exc
+            unknown = write and sent and not _not_run(exc, self._asyncpg)
+            raise self._translate(exc, unknown=unknown) from exc
+
+    def _idle_too_long(self, conn: Any) -> bool:
+        """Note that ``conn`` is used now; whether it lay idle past ``IDLE_PING_SECONDS``."""
+        key = conn.get_server_pid()
+        now = time.monotonic()
+        last = self._last_used.get(key)
+        if len(self._last_used) >= 4 * self._settings.connect.pool_max_size + 64:
+            self._last_used.clear()  # forget connections long gone
+        self._last_used[key] = now
+        return last is not None and now - last > IDLE_PING_SECONDS
+
+    async def _ping(self, conn: Any) -> None:
+        """A round trip on a connection that lay idle before a write is sent on it: a
+        connection that silently died meanwhile (a NAT or firewall dropped it, and no
+        reset came) fails here, where nothing has been sent, instead of leaving the
+        write's outcome unknown."""
+        try:
+            await conn.fetchval("SELECT 1", timeout=self._timeout)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                conn.terminate()
+            raise DatabaseUnavailableError(
+                f"a pooled connection to {self._where} lay idle and no longer answers "
+                f"({type(exc).__name__}: {exc}); nothing was sent"
+            ) from exc
 
     def _translate(self, exc: BaseException, *, unknown: bool) -> BaseException:
-        translated = translate(exc, self._where)
+        translated = translate(exc, self._where, self._timeout)
         if unknown and isinstance(translated, DatabaseUnavailableError):
             return DatabaseUnavailableError(
                 f"{translated}; the write was sent, so whether it was stored is unknown "
@@ -325,7 +398,7 @@ class PostgresBackend:
         except Exception as exc:
             orig = getattr(exc, "orig", None)
             cause = getattr(orig, "__cause__", None) or orig or exc
-            translated = translate(cause, self._where)
+            translated = translate(cause, self._where, self._timeout)
             if isinstance(translated, IntegrityViolation) or (
                 translated is cause and cause is not exc
             ):

@@ -188,18 +188,58 @@ class SQLiteBackend:
             self._writer = connect(self._path)
         return self._writer
 
-    async def _on_writer(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _on_writer(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        abandon: threading.Event | None = None,
+        final: bool = False,
+    ) -> T:
         """Run ``fn`` on the writer connection (its thread, or inline for ``:memory:``);
-        the caller holds ``_turn``."""
+        the caller holds ``_turn``.
+
+        A cancel that arrives meanwhile does not stop ``fn``, nor drop it from the
+        thread's queue: the caller waits for it to end, so that the connection's state
+        is known before the cancel goes on (and ``_turn`` is held until then). Then it
+        raises ``CancelledError``, unless ``fn`` is ``final`` (a COMMIT, or a whole unit
+        that commits) and succeeded: a commit that happened is returned, never reported
+        as cancelled. ``abandon`` is set on a cancel, for ``fn`` to roll back instead of
+        committing if it has not committed yet.
+        """
         if self._thread is None:
             return fn(self._writer_conn())
-        return await asyncio.get_running_loop().run_in_executor(
-            self._thread, lambda: fn(self._writer_conn())
-        )
+        done = asyncio.wrap_future(self._thread.submit(lambda: fn(self._writer_conn())))
+        cancelled = False
+        while True:
+            try:
+                result = await asyncio.shield(done)
+            except asyncio.CancelledError:
+                if done.cancelled():  # the thread's queue was dropped (never done here)
+                    raise
+                cancelled = True
+                if abandon is not None:
+                    abandon.set()
+                continue
+            except BaseException:
+                if cancelled:
+                    raise asyncio.CancelledError() from None
+                raise
+            if cancelled and not final:
+                raise asyncio.CancelledError()
+            return result
 
     async def _write_unit(self, fn: Callable[[sqlite3.Connection], T], *, short: bool) -> T:
         """Run ``fn`` in one IMMEDIATE transaction; ``short`` lets it run inline when the
-        write lock is free."""
+        write lock is free.
+
+        Cancel-safe: a cancel arrives before the unit starts (nothing written), or is
+        deferred until the unit has committed or rolled back; a unit that committed
+        returns its result, so ``CancelledError`` always means nothing was written.
+        """
+        # Let other tasks run first, as an await of real I/O would (a loop of inline
+        # appends must not starve them); after the commit, nothing awaits, so no cancel
+        # can arrive between the commit and the return.
+        await asyncio.sleep(0)
         if (
             short
             and self._thread is not None
@@ -207,20 +247,15 @@ class SQLiteBackend:
             and not self._checkpointing
         ):
             try:
-                result = self._try_inline(fn)
+                return self._try_inline(fn)
             except _Busy:
                 pass  # another writer holds the lock: wait for it on the thread
-            else:
-                # Let other tasks run, as an await of real I/O would: a loop of inline
-                # appends must not starve them.
-                await asyncio.sleep(0)
-                return result
         async with self._turn:
             self._check_open()
-            result = await self._on_writer(lambda conn: _transaction(conn, fn))
-        if self._thread is None:
-            await asyncio.sleep(0)  # :memory: ran inline: let other tasks have a turn
-        return result
+            abandon = threading.Event()
+            return await self._on_writer(
+                lambda conn: _transaction(conn, fn, abandon), abandon=abandon, final=True
+            )
 
     def _try_inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._inline is None:
@@ -343,23 +378,19 @@ class SQLiteBackend:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Transaction]:
+        # A cancel anywhere in here waits for the writer's statement of the moment (see
+        # _on_writer); before COMMIT it rolls back, and a COMMIT that happened wins.
         self._check_open()
         try:
             async with self._turn:
                 self._check_open()
-                tx = _Transaction(self)
                 try:
-                    # BEGIN and COMMIT inside the try: a task cancelled while either runs
-                    # on the writer thread (BEGIN waiting for another process's lock)
-                    # does not stop it there, so the rollback is queued behind it.
-                    # Outside, the writer connection was left in a transaction holding
-                    # the database's write lock, and its next unit failed.
                     await self._on_writer(lambda conn: conn.execute("BEGIN IMMEDIATE"))
-                    yield tx
-                    await self._on_writer(lambda conn: conn.execute("COMMIT"))
+                    yield _Transaction(self)
                 except BaseException:
                     await self._on_writer(_rollback)
                     raise
+                await self._on_writer(_commit, final=True)
         except Exception as exc:
             raise translate(exc, self._path) from exc
 
@@ -482,20 +513,43 @@ def _append(
     return first
 
 
-def _transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+class _Abandoned(Exception):
+    """The caller was cancelled before the unit committed: it rolled back instead."""
+
+
+def _transaction(
+    conn: sqlite3.Connection,
+    fn: Callable[[sqlite3.Connection], T],
+    abandon: threading.Event | None = None,
+) -> T:
     conn.execute("BEGIN IMMEDIATE")
-    return _run_open(conn, fn)
+    return _run_open(conn, fn, abandon)
 
 
-def _run_open(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``fn`` in the transaction just begun; commit, or roll back on any error."""
+def _run_open(
+    conn: sqlite3.Connection,
+    fn: Callable[[sqlite3.Connection], T],
+    abandon: threading.Event | None = None,
+) -> T:
+    """Run ``fn`` in the transaction just begun; commit, or roll back on any error (or
+    when ``abandon`` was set meanwhile)."""
     try:
         result = fn(conn)
+        if abandon is not None and abandon.is_set():
+            raise _Abandoned()
         conn.execute("COMMIT")  # a COMMIT that fails (busy) leaves the transaction open
     except BaseException:
         _rollback(conn)
         raise
     return result
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)  # a COMMIT that failed leaves the transaction open
+        raise
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -246,14 +247,31 @@ def _parse(data: bytes) -> tuple[Any, bool]:
     return value, True
 
 
+# The longest line an import reads, in bytes: the importing store's max_record_bytes
+# (``transfer.import_path`` sets it); a longer line could only make a record over it.
+MAX_LINE_BYTES: ContextVar[int | None] = ContextVar("MAX_LINE_BYTES", default=None)
+
+
 def read_lines(path: Path) -> Iterator[Line]:
     """The non-blank lines of ``path``, streamed, numbered from 1.
 
     A torn last line (no ``\\n`` and not JSON) is dropped.
+
+    Raises:
+        ImportFormatError: a line longer than :data:`MAX_LINE_BYTES`, when it is set.
     """
+    limit = MAX_LINE_BYTES.get()
     with path.open("rb") as stream:
         for number, chunk in enumerate(stream, 1):
             data = chunk
+            if limit is not None and len(data) > limit:
+                size = len(data.rstrip(b"\r\n"))
+                if size > limit:
+                    raise ImportFormatError(
+                        str(path),
+                        number,
+                        f"the line is {size} bytes, over the store's max_record_bytes of {limit}",
+                    )
             if number == 1 and data.startswith(_BOM):
                 data = data[len(_BOM) :]
             complete = data.endswith(b"\n")
