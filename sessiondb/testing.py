@@ -1202,16 +1202,18 @@ def conformance_machine(
         # sorts by their number of arguments).
         @rule(
             index=st.integers(0, 63),
-            how=st.sampled_from(("pop", "pop", "pop with a reason", "clear")),
+            how=st.sampled_from(("pop", "pop", "pop with a reason", "clear", "clear and undo")),
             times=st.integers(1, 3),
         )
         def take_out(self, index: int, how: str, times: int) -> None:
-            """Pop (down through a summary, sometimes) or clear, once or a few times."""
+            """Pop a few times (down through a summary, sometimes); or clear (a second
+            time writes nothing), and maybe undo it by tombstoning the clear."""
             self.step()
             sid = self.pick(index)
             reason = "undo" if how == "pop with a reason" else None
-            for _ in range(times):
-                if how == "clear":
+            clearing = how.startswith("clear")
+            for _ in range(min(times, 2) if clearing else times):
+                if clearing:
                     got, error = self.call(self.store.clear(sid))
                     want = self.both(lambda: self.model.clear(sid), got, error)
                 else:
@@ -1222,6 +1224,17 @@ def conformance_machine(
                 assert (None if got is None else record_view(got)) == (
                     None if want is None else want.view()
                 ), f"{how}({sid}): returned record"
+                if how == "clear and undo" and got is not None:
+                    self.undo(sid, got.seq)
+
+        def undo(self, sid: str, seq: int) -> None:
+            """Tombstone the record ``seq`` (a clear), which must succeed."""
+            undone, error = self.call(self.store.tombstone(sid, seq))
+            tombstones = self.both(lambda: self.model.tombstone(sid, seq), undone, error)
+            assert tombstones is not None and undone is not None
+            assert [record_view(r) for r in undone] == [r.view() for r in tombstones], (
+                f"tombstone({sid}, {seq}): returned tombstones"
+            )
 
         @precondition(lambda self: len(self.model.sessions) < max_sessions)
         @rule(
