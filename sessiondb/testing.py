@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, TypeVar
 
 from .errors import (
+    ConflictError,
     HasChildrenError,
     InvalidInputError,
     MissingDependencyError,
@@ -82,6 +83,14 @@ SUMMARY_PREFIX = (
 SUMMARY_SUFFIX = "\n</summary>"
 
 KINDS = ("message", "compaction", "tombstone", "prune")
+
+# A key's limits (characters, and bytes of UTF-8), written out for the same reason.
+MAX_KEY_CHARS = 512
+MAX_KEY_BYTES = 1536
+# What session_for_key passes on when it creates a session.
+CREATE_ARGS = frozenset(
+    ("name", "model", "source", "cron_job_id", "system_prompt_override", "metadata")
+)
 
 
 # -- the reference model ----------------------------------------------------------------
@@ -131,6 +140,7 @@ class ModelSession:
     metadata: dict[str, Any] | None = None
     parent_id: str | None = None
     fork_seq: int | None = None
+    key: str | None = None
     last_seq: int = 0
     message_count: int = 0
     tokens: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -150,6 +160,7 @@ class ModelSession:
             "metadata": self.metadata,
             "parent_id": self.parent_id,
             "fork_seq": self.fork_seq,
+            "key": self.key,
             "last_seq": self.last_seq,
             "message_count": self.message_count,
             "has_last_message_at": self.message_count > 0,
@@ -175,6 +186,7 @@ def info_view(info: SessionInfo) -> dict[str, Any]:
         "metadata": info.metadata,
         "parent_id": info.parent_id,
         "fork_seq": info.fork_seq,
+        "key": info.key,
         "last_seq": info.last_seq,
         "message_count": info.message_count,
         "has_last_message_at": info.last_message_at is not None,
@@ -214,9 +226,18 @@ class ReferenceModel:
       takes the whole pair (the call and all its results), and a compaction or a fork
       may not cut between a call and one of its results.
     - **Compactions.** The latest compaction that is not tombstoned wins: the context is
-      its summary (a user message wrapped in the spec's markers) followed by the live
-      messages from its ``firstKeptSeq`` on. ``firstKeptSeq`` must name a live message
-      of the current context. Tombstoning the compaction brings back what it superseded.
+      its summary (a user message wrapped in the spec's markers; none when the summary
+      is empty) followed by the live messages from its ``firstKeptSeq`` on.
+      ``firstKeptSeq`` must name a live message of the current context. Tombstoning the
+      compaction brings back what it superseded. ``context(last=N)`` is the context's
+      last N messages (the summary counts as its first).
+    - **Clear** appends a compaction with an empty summary whose ``firstKeptSeq`` is its
+      own seq: the context is empty, the history stays in ``records``, and tombstoning
+      the compaction undoes the clear. An empty context is not cleared again (nothing
+      is written, ``None`` comes back).
+    - **Pop** tombstones the context's last live message alone (no tool-pair cascade:
+      its partner stays) and returns its record. When only a summary is left, it clears
+      and returns the compaction in force; an empty context writes nothing (``None``).
     - **Prunes** name live tool results of the context not pruned yet; in the context
       each shows one text block holding the prune's marker (every other field kept).
       Tombstoning the prune record brings the content back.
@@ -229,6 +250,14 @@ class ReferenceModel:
       names itself as their session and has no parent).
     - **Deletes** remove a session with its records; one with forks needs ``cascade``,
       which removes the whole subtree.
+    - **Keys.** A session may hold the caller's key: a non-empty string of at most 512
+      characters (1,536 bytes of UTF-8), without NUL or lone surrogates, compared
+      exactly (case and spaces count) and unique among the namespace's sessions.
+      ``create_session`` with a taken key is a :class:`ConflictError`;
+      ``session_for_key`` returns the session holding the key unchanged (its create
+      arguments unused, not even checked, only their names) or creates one, or with
+      ``create=False`` raises :class:`SessionNotFoundError`. A fork, detached or not,
+      has no key; a deleted session's key is free again.
     """
 
     def __init__(self) -> None:
@@ -246,12 +275,17 @@ class ReferenceModel:
         cron_job_id: str | None = None,
         system_prompt_override: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        key: str | None = None,
     ) -> ModelSession:
         """An empty session with the id the store gave it."""
         if source not in ("interactive", "cron"):
             raise InvalidInputError(f"source must be 'interactive' or 'cron', got {source!r}")
         if source == "interactive" and cron_job_id is not None:
             raise InvalidInputError("cron_job_id is only for source='cron'")
+        if key is not None:
+            _check_key(key)
+            if self.session_by_key(key) is not None:
+                raise ConflictError(f"a session has the key {key!r} already")
         session = ModelSession(
             id=session_id,
             name=name,
@@ -260,9 +294,30 @@ class ReferenceModel:
             cron_job_id=cron_job_id,
             system_prompt_override=system_prompt_override,
             metadata=copy.deepcopy(dict(metadata)) if metadata is not None else None,
+            key=key,
         )
         self.sessions[session_id] = session
         return session
+
+    def session_by_key(self, key: str) -> ModelSession | None:
+        """The session holding ``key`` exactly, if any."""
+        return next((s for s in self.sessions.values() if s.key == key), None)
+
+    def session_for_key(
+        self, key: str, session_id: str, *, create: bool = True, **create_kwargs: Any
+    ) -> ModelSession:
+        """The session holding ``key``; else a new one with the id ``session_id`` (the
+        store's) made from ``create_kwargs``."""
+        _check_key(key)
+        unknown = sorted(set(create_kwargs) - CREATE_ARGS)
+        if unknown:
+            raise InvalidInputError(f"unknown argument(s) {unknown}")
+        found = self.session_by_key(key)
+        if found is not None:
+            return found
+        if not create:
+            raise SessionNotFoundError(None, key=key)
+        return self.create_session(session_id, key=key, **create_kwargs)
 
     def get_session(self, session_id: str) -> ModelSession:
         """The session; :class:`SessionNotFoundError` if it does not exist (any more)."""
@@ -329,25 +384,33 @@ class ReferenceModel:
         compaction = cls.latest_compaction(lineage)
         return 0 if compaction is None else int(compaction.payload["firstKeptSeq"])
 
-    def context(self, session_id: str) -> list[dict[str, Any]]:
-        """What the model should see, as wire-shape messages."""
+    def context(self, session_id: str, last: int | None = None) -> list[dict[str, Any]]:
+        """What the model should see, as wire-shape messages; with ``last``, only the
+        last ``last`` of them."""
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+            raise InvalidInputError(f"last must be a non-negative int or None, got {last!r}")
         lineage = self.lineage(session_id)
-        dead = self.tombstoned(lineage)
         compaction = self.latest_compaction(lineage)
         out: list[dict[str, Any]] = []
-        first_kept = 0
-        if compaction is not None:
+        if compaction is not None and compaction.payload["summary"] != "":
             text = SUMMARY_PREFIX + compaction.payload["summary"] + SUMMARY_SUFFIX
             out.append({"role": "user", "content": [{"type": "text", "text": text}]})
-            first_kept = compaction.payload["firstKeptSeq"]
         markers = self.prune_markers(lineage)
-        for r in lineage:
-            if r.kind == "message" and r.seq >= first_kept and r.seq not in dead:
-                if r.seq in markers:
-                    out.append({**r.payload, "content": [{"type": "text", "text": markers[r.seq]}]})
-                else:
-                    out.append(r.payload)
-        return out
+        for r in self.kept(lineage):
+            if r.seq in markers:
+                out.append({**r.payload, "content": [{"type": "text", "text": markers[r.seq]}]})
+            else:
+                out.append(r.payload)
+        return out if last is None else out[max(0, len(out) - last) :]
+
+    @classmethod
+    def kept(cls, lineage: Sequence[ModelRecord]) -> list[ModelRecord]:
+        """The live messages of the context: from the first kept seq on, not tombstoned."""
+        dead = cls.tombstoned(lineage)
+        first_kept = cls.first_kept(lineage)
+        return [
+            r for r in lineage if r.kind == "message" and r.seq >= first_kept and r.seq not in dead
+        ]
 
     @classmethod
     def prune_markers(cls, lineage: Sequence[ModelRecord]) -> dict[int, str]:
@@ -597,6 +660,32 @@ class ReferenceModel:
         payloads = [{"targetSeq": t, "reason": reason} for t in targets if t not in done]
         return self._write(session, "tombstone", payloads)
 
+    def pop(self, session_id: str, reason: str | None = None) -> ModelRecord | None:
+        """Take the context's last entry out: the last live message's record (tombstoned
+        alone), else the compaction whose summary is all that is left (cleared), else
+        ``None`` (nothing written)."""
+        session = self.get_session(session_id)
+        lineage = self.lineage(session_id)
+        kept = self.kept(lineage)
+        if kept:
+            self._write(session, "tombstone", [{"targetSeq": kept[-1].seq, "reason": reason}])
+            return kept[-1]
+        compaction = self.latest_compaction(lineage)
+        if compaction is None or compaction.payload["summary"] == "":
+            return None
+        self.clear(session_id)
+        return compaction
+
+    def clear(self, session_id: str) -> ModelRecord | None:
+        """Empty the context by a compaction with an empty summary that keeps from its own
+        seq on; ``None`` (nothing written) when the context is empty already."""
+        session = self.get_session(session_id)
+        if not self.context(session_id):
+            return None
+        payload = {"summary": "", "firstKeptSeq": session.last_seq + 1}
+        (record,) = self._write(session, "compaction", [payload])
+        return record
+
     def fork(
         self,
         session_id: str,
@@ -642,6 +731,17 @@ class ReferenceModel:
         return child
 
 
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str) or not key or "\x00" in key:
+        raise InvalidInputError(f"key must be a non-empty string without NUL, got {key!r}")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"key must not contain lone surrogates: {key!r}") from exc
+    if len(key) > MAX_KEY_CHARS or size > MAX_KEY_BYTES:
+        raise InvalidInputError(f"key is too long: {len(key)} characters, {size} bytes")
+
+
 def _check_expected(expected_seq: int | None) -> None:
     if expected_seq is not None and (
         isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
@@ -669,10 +769,16 @@ TEXTS = (
 CALL_IDS = ("call-1", "call-2", "call-3")
 UUIDS = ("u-1", "u-2", "u-3", "u-4", "u-5", "u-6")
 NAMES = ("alpha", "beta session", "ünï")
+# Keys that differ only in case or spaces are different keys; the longest fits exactly.
+GOOD_KEYS = ("chat-1", "Chat-1", "chat-1 ", " chat-1", "user:42/thread:7", "ünï", "😀" * 384)
+# Empty, NUL, a lone surrogate, one character or byte too many.
+BAD_KEYS = ("", "a\x00b", "lone \ud800", "k" * (MAX_KEY_CHARS + 1), "😀" * 385)
 # How an append passes expected_seq: not at all, right, one behind, one ahead.
 EXPECTED = ("none", "head", "none", "head", "stale", "ahead")
 
 _texts = st.sampled_from(TEXTS)
+# Mostly good keys, now and then a bad one.
+_keys = st.sampled_from(GOOD_KEYS * 3 + BAD_KEYS)
 
 
 def _text_block(text: str) -> dict[str, Any]:
@@ -770,10 +876,12 @@ def conformance_machine(
 
     Each example awaits ``store_factory()`` once, on an event loop of its own, for a
     store that sees no other sessions (a fresh database or a fresh namespace), and closes
-    the store when the example ends. Operations: create, append (with and without
-    ``expected_seq``, with uuids), compaction, prune, tombstone, fork (at a seq,
-    detached), rename, delete (with and without cascade), records with filters. After every step,
-    ``get_session``, ``context``, ``context_json``, ``records`` and ``list_sessions``
+    the store when the example ends. Operations: create (with a key, sometimes taken or
+    bad), ``session_for_key`` (found, created, missing with ``create=False``), append
+    (with and without ``expected_seq``, with uuids), compaction, prune, tombstone (of a
+    clear too), pop, clear, fork (at a seq, detached), rename, delete (with and without
+    cascade), records with filters. After every step, ``get_session``, ``context``,
+    ``context_json`` (also with ``last=N`` for two N), ``records`` and ``list_sessions``
     agree with the model, and an operation the model refuses fails in the store with the
     same :class:`SessionDBError` subclass.
 
@@ -887,17 +995,28 @@ def conformance_machine(
         def step(self) -> None:
             type(self).steps_run += 1
 
+        def new_id(self, got: SessionInfo | None) -> str:
+            """The id for a session the model creates: the one the store returned, unless
+            the model holds that id already (then the store returned an existing session
+            where the model makes a new one, and their infos will differ)."""
+            if got is not None and got.id not in self.model.sessions:
+                return got.id
+            return new_session_id()
+
         # -- rules ------------------------------------------------------------------
 
         @initialize(
             name=st.none() | st.sampled_from(NAMES),
+            key=st.none() | st.sampled_from(GOOD_KEYS),
             messages=st.lists(wire_messages() | turns(), min_size=1, max_size=4).map(
                 lambda parts: [m for p in parts for m in (p if isinstance(p, list) else [p])]
             ),
         )
-        def first_session(self, name: str | None, messages: list[dict[str, Any]]) -> None:
+        def first_session(
+            self, name: str | None, key: str | None, messages: list[dict[str, Any]]
+        ) -> None:
             """Every example starts with a session, often with some history."""
-            self.create_session(name, None, False, None, None)
+            self.create_session(name, None, False, None, None, key)
             self.append(0, messages, "none")
 
         @precondition(lambda self: len(self.model.sessions) < max_sessions)
@@ -907,6 +1026,7 @@ def conformance_machine(
             cron=st.booleans(),
             prompt=st.none() | st.just("be brief"),
             metadata=st.none() | st.just({"team": "infra", "n": [1, 2]}),
+            key=st.none() | _keys,
         )
         def create_session(
             self,
@@ -915,11 +1035,12 @@ def conformance_machine(
             cron: bool,
             prompt: str | None,
             metadata: dict[str, Any] | None,
+            key: str | None,
         ) -> None:
             self.step()
             source: Literal["interactive", "cron"] = "cron" if cron else "interactive"
             job = "job-7" if cron else None
-            info = self.run(
+            got, error = self.call(
                 self.store.create_session(
                     name=name,
                     model=model,
@@ -927,19 +1048,57 @@ def conformance_machine(
                     cron_job_id=job,
                     system_prompt_override=prompt,
                     metadata=metadata,
+                    key=key,
                 )
             )
-            created = self.model.create_session(
-                info.id,
-                name=name,
-                model=model,
-                source=source,
-                cron_job_id=job,
-                system_prompt_override=prompt,
-                metadata=metadata,
+            want = self.both(
+                lambda: self.model.create_session(
+                    self.new_id(got),
+                    name=name,
+                    model=model,
+                    source=source,
+                    cron_job_id=job,
+                    system_prompt_override=prompt,
+                    metadata=metadata,
+                    key=key,
+                ),
+                got,
+                error,
             )
-            assert info_view(info) == created.info(), "create_session: returned info"
-            self.known.append(info.id)
+            if want is not None:
+                assert got is not None
+                assert info_view(got) == want.info(), "create_session: returned info"
+                self.known.append(got.id)
+
+        @rule(
+            key=_keys,
+            create=st.sampled_from((True, True, False)),
+            name=st.none() | st.sampled_from(NAMES),
+            extra=st.sampled_from(("none", "cron", "cron", "job-without-cron", "typo")),
+        )
+        def session_for_key(self, key: str, create: bool, name: str | None, extra: str) -> None:
+            self.step()
+            # No new session beyond max_sessions; a lookup of a missing key then fails.
+            create = create and len(self.model.sessions) < max_sessions
+            # Arguments for creating: good ones, ones create_session refuses (unused,
+            # so unchecked, when the key is found), or a misspelt name (always refused).
+            kwargs: dict[str, Any] = {"name": name}
+            if extra in ("cron", "job-without-cron"):
+                kwargs["cron_job_id"] = "job-9"
+                kwargs["source"] = "cron" if extra == "cron" else "interactive"
+            elif extra == "typo":
+                kwargs["nmae"] = name
+            got, error = self.call(self.store.session_for_key(key, create, **kwargs))
+            want = self.both(
+                lambda: self.model.session_for_key(key, self.new_id(got), create=create, **kwargs),
+                got,
+                error,
+            )
+            if want is not None:
+                assert got is not None
+                assert info_view(got) == want.info(), f"session_for_key({key!r}): returned info"
+                if got.id not in self.known:
+                    self.known.append(got.id)
 
         @rule(
             index=st.integers(0, 63),
@@ -1021,7 +1180,12 @@ def conformance_machine(
             sid = self.pick(index)
             # Mostly a record of the lineage, the latest first; else 0 or past the head.
             head = self.head(sid)
-            if head and choice % 16 != 15:
+            compaction = None
+            if sid in self.model.sessions:
+                compaction = self.model.latest_compaction(self.model.lineage(sid))
+            if compaction is not None and choice % 16 in (13, 14):
+                seq = compaction.seq  # often a clear: undo it
+            elif head and choice % 16 != 15:
                 seq = head - choice % head
             else:
                 seq = 0 if choice % 2 else head + 1
@@ -1032,6 +1196,45 @@ def conformance_machine(
                 assert [record_view(r) for r in got] == [r.view() for r in want], (
                     f"tombstone({sid}, {seq}): returned tombstones"
                 )
+
+        # One rule for pop and clear: a rule of its own with one argument would be drawn
+        # far more often than the others (hypothesis favours the first rules, which it
+        # sorts by their number of arguments).
+        @rule(
+            index=st.integers(0, 63),
+            how=st.sampled_from(("pop", "pop", "pop with a reason", "clear", "clear and undo")),
+            times=st.integers(1, 3),
+        )
+        def take_out(self, index: int, how: str, times: int) -> None:
+            """Pop a few times (down through a summary, sometimes); or clear (a second
+            time writes nothing), and maybe undo it by tombstoning the clear."""
+            self.step()
+            sid = self.pick(index)
+            reason = "undo" if how == "pop with a reason" else None
+            clearing = how.startswith("clear")
+            for _ in range(min(times, 2) if clearing else times):
+                if clearing:
+                    got, error = self.call(self.store.clear(sid))
+                    want = self.both(lambda: self.model.clear(sid), got, error)
+                else:
+                    got, error = self.call(self.store.pop(sid, reason))
+                    want = self.both(lambda: self.model.pop(sid, reason), got, error)
+                if error is not None:
+                    return
+                assert (None if got is None else record_view(got)) == (
+                    None if want is None else want.view()
+                ), f"{how}({sid}): returned record"
+                if how == "clear and undo" and got is not None:
+                    self.undo(sid, got.seq)
+
+        def undo(self, sid: str, seq: int) -> None:
+            """Tombstone the record ``seq`` (a clear), which must succeed."""
+            undone, error = self.call(self.store.tombstone(sid, seq))
+            tombstones = self.both(lambda: self.model.tombstone(sid, seq), undone, error)
+            assert tombstones is not None and undone is not None
+            assert [record_view(r) for r in undone] == [r.view() for r in tombstones], (
+                f"tombstone({sid}, {seq}): returned tombstones"
+            )
 
         @precondition(lambda self: len(self.model.sessions) < max_sessions)
         @rule(
@@ -1170,6 +1373,12 @@ def conformance_machine(
                 assert json.loads(self.run(self.store.context_json(sid))) == want, (
                     f"context_json({sid})"
                 )
+                for last in self.tails(len(want)):
+                    tail = want[max(0, len(want) - last) :]
+                    context = [m.to_wire() for m in self.run(self.store.context(sid, last=last))]
+                    assert context == tail, f"context({sid}, last={last})"
+                    got_json = self.run(self.store.context_json(sid, last=last))
+                    assert json.loads(got_json) == tail, f"context_json({sid}, last={last})"
                 records = [record_view(r) for r in self.run(self.store.records(sid))]
                 assert records == [r.view() for r in self.model.records(sid)], f"records({sid})"
             for sid in [*self.known, self.ghost]:
@@ -1179,6 +1388,16 @@ def conformance_machine(
             page = self.run(self.store.list_sessions(limit=1000))
             listed = {s.id for s in page.items} & {*self.known, self.ghost}
             assert listed == set(self.model.sessions), "list_sessions"
+            for info in page.items:
+                if info.id in self.model.sessions:
+                    want_info = self.model.sessions[info.id].info()
+                    assert info_view(info) == want_info, f"list_sessions: {info.id}"
+
+        def tails(self, length: int) -> tuple[int, int]:
+            """Two ``last`` values to check this step: one of 0..2, and one at the
+            length of the context (one less drops a summary, one more is everything)."""
+            step = type(self).steps_run
+            return step % 3, max(0, length + step % 3 - 1)
 
     return SessionDBConformance
 

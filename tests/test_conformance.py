@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from sessiondb import (
+    ConflictError,
     HasChildrenError,
     InvalidInputError,
     MissingDependencyError,
@@ -85,9 +86,29 @@ class _ForgetfulStore(SessionStore):
         return []
 
 
-def test_the_machine_fails_a_store_that_breaks_a_rule() -> None:
+class _CascadingPopStore(SessionStore):
+    """Pops with tombstone's tool-pair cascade, so a result takes its call along."""
+
+    async def pop(self, session_id: str, reason: str | None = None) -> Record | None:
+        live = await self.records(session_id, include_superseded=False, kinds=["message"])
+        if not live:
+            return await super().pop(session_id, reason)
+        await self.tombstone(session_id, live[-1].seq, reason)
+        return live[-1]
+
+
+@pytest.mark.parametrize(
+    ("broken", "found"),
+    [
+        (_ForgetfulStore, r"tombstone|records|context"),
+        (_CascadingPopStore, r"pop|get_session|context|records"),
+    ],
+)
+def test_the_machine_fails_a_store_that_breaks_a_rule(
+    broken: type[SessionStore], found: str
+) -> None:
     async def forgetful() -> SessionStore:
-        store = _ForgetfulStore(":memory:")
+        store = broken(":memory:")
         await store.migrate()
         return store
 
@@ -100,7 +121,7 @@ def test_the_machine_fails_a_store_that_breaks_a_rule() -> None:
         report_multiple_bugs=False,
         print_blob=False,
     )
-    with pytest.raises(AssertionError, match=r"tombstone|records|context"):
+    with pytest.raises(AssertionError, match=found):
         run_state_machine_as_test(machine, settings=quick)
 
 
@@ -284,3 +305,84 @@ def test_a_prune_shows_its_marker_until_it_is_tombstoned() -> None:
             model.append_prune(A, bad)
     model.tombstone(A, 5)
     assert [m["content"] for m in model.context(A)[2:]] == [[text_block("x")], [text_block("y")]]
+
+
+def test_keys_are_exact_unique_and_not_inherited() -> None:
+    model = ReferenceModel()
+    assert model.create_session(A, key="chat-1").key == "chat-1"
+    with pytest.raises(ConflictError):
+        model.create_session(B, key="chat-1")
+    assert model.session_for_key("chat-1 ", B).id == B  # a trailing space: another key
+    with pytest.raises(SessionNotFoundError):
+        model.session_for_key("Chat-1", C, create=False)  # case counts
+    # Found: the create arguments are unused, so a bad combination goes unnoticed ...
+    found = model.session_for_key("chat-1", C, source="interactive", cron_job_id="job")
+    assert (found.id, found.source, found.cron_job_id) == (A, "interactive", None)
+    # ... but a misspelt argument never does, nor a bad key.
+    with pytest.raises(InvalidInputError):
+        model.session_for_key("chat-1", C, nmae="x")
+    for bad in ("", "a\x00b", "lone \ud800", "k" * 513, "😀" * 385):
+        with pytest.raises(InvalidInputError):
+            model.session_for_key(bad, C)
+        with pytest.raises(InvalidInputError):
+            model.create_session(C, key=bad)
+    assert model.session_for_key("😀" * 384, C).key == "😀" * 384  # 1,536 bytes: fits
+    model.append(A, [user("a")])
+    assert model.fork(A, D).key is None
+    assert model.delete_session(A, cascade=True) == [A, D]
+    assert model.session_for_key("chat-1", D).id == D  # free again
+
+
+def test_pop_takes_the_last_message_alone_then_the_summary() -> None:
+    model = model_with(user("q"), assistant("x"), result("x"), user("next"))
+    popped = model.pop(A, "undo")
+    assert popped is not None and popped.seq == 4
+    assert popped.payload["content"] == [text_block("next")]
+    result_record = model.pop(A)
+    assert result_record is not None and result_record.seq == 3
+    assert [m["role"] for m in model.context(A)] == ["user", "assistant"]  # the call stays
+    assert [r.payload for r in model.records(A, kinds=["tombstone"])] == [
+        {"targetSeq": 4, "reason": "undo"},
+        {"targetSeq": 3, "reason": None},
+    ]
+
+    model = model_with(user("a"), user("b"), user("c"))
+    compaction = model.append_compaction(A, summary="S", first_kept_seq=3)
+    assert model.pop(A).seq == 3  # type: ignore[union-attr]
+    assert model.pop(A) == compaction  # only the summary was left: it is cleared
+    (clear,) = model.records(A, kinds=["compaction"])[1:]
+    assert (clear.seq, clear.payload) == (6, {"summary": "", "firstKeptSeq": 6})
+    assert model.context(A) == []
+    assert model.pop(A) is None
+    assert model.get_session(A).last_seq == 6  # nothing written
+    with pytest.raises(SessionNotFoundError):
+        model.pop(B)
+
+
+def test_clear_empties_the_context_and_a_tombstone_undoes_it() -> None:
+    model = model_with(user("a"), user("b"))
+    cleared = model.clear(A)
+    assert cleared is not None
+    assert (cleared.seq, cleared.payload) == (3, {"summary": "", "firstKeptSeq": 3})
+    assert model.context(A) == []
+    assert model.clear(A) is None  # empty already: nothing written
+    assert seqs(model.records(A)) == [1, 2, 3]
+    assert seqs(model.records(A, include_superseded=False)) == [3]
+    model.append(A, [user("c")])
+    assert [m["content"][0]["text"] for m in model.context(A)] == ["c"]
+    model.tombstone(A, 3)
+    assert [m["content"][0]["text"] for m in model.context(A)] == ["a", "b", "c"]
+    # A compaction with an empty summary shows none, whoever appends it.
+    model.append_compaction(A, summary="", first_kept_seq=2)
+    assert [m["content"][0]["text"] for m in model.context(A)] == ["b", "c"]
+
+
+def test_context_last_n_counts_the_summary_first() -> None:
+    model = model_with(user("a"), user("b"), user("c"))
+    model.append_compaction(A, summary="S", first_kept_seq=2)
+    full = model.context(A)
+    assert len(full) == 3
+    assert [model.context(A, last=n) for n in range(5)] == [[], full[2:], full[1:], full, full]
+    for bad in (-1, True):
+        with pytest.raises(InvalidInputError):
+            model.context(A, last=bad)
