@@ -214,7 +214,7 @@ class ReferenceModel:
       already stored along the lineage is not stored again: its stored record comes back
       in its place, and an append whose messages are all known writes nothing and ignores
       ``expected_seq``. The same uuid twice in one append is invalid input. An empty
-      append returns ``[]`` without looking at the session.
+      append writes nothing and returns ``[]``; a missing session is still refused.
     - **Heads.** ``message_count`` counts the message records of the lineage (tombstoned
       and superseded ones too); token totals add up each new message's usage. A session
       without a name takes one from the first user message of an append
@@ -553,6 +553,7 @@ class ReferenceModel:
         if len(set(uuids)) != len(uuids):
             raise InvalidInputError("the same uuid appears twice in one append")
         if not stored:
+            self.get_session(session_id)  # a missing session is refused even so
             return []
         session = self.get_session(session_id)
         known = {r.uuid: r for r in self.lineage(session_id) if r.uuid is not None}

@@ -206,7 +206,9 @@ def test_uuids_are_idempotent_along_the_lineage() -> None:
     assert [(r.session_id, r.seq) for r in mixed] == [(A, 1), (B, 2)]
     with pytest.raises(InvalidInputError):
         model.append(B, [user("x", uuid="u3"), user("y", uuid="u3")])
-    assert model.append(D, []) == []  # an empty append looks at nothing
+    assert model.append(B, []) == []  # an empty append writes nothing
+    with pytest.raises(SessionNotFoundError):  # but a missing session is still refused
+        model.append(D, [])
 
 
 def test_the_latest_live_compaction_wins_and_a_tombstone_restores_history() -> None:
