@@ -306,11 +306,11 @@ def test_cli_lists_and_shows_keys(db_url: str) -> None:
         return out.getvalue()
 
     lines = run("sessions", "list").splitlines()
-    assert lines[0].split() == ["ID", "LAST", "ACTIVITY", "MSGS", "SOURCE", "KEY", "NAME"]
+    assert lines[0].split() == ["ID", "LAST", "ACTIVITY", "MSGS", "SOURCE", "KEY", "TURN", "NAME"]
     row = {line.split()[0]: line.split() for line in lines[1:]}
-    assert row[plain][5:] == ["chat-9", "plain", "key"]
-    assert row[spaced][5:] == ['"k', '"', "spaced", "key"]  # quoted: the space shows
-    assert row[none][5:] == ["-", "no", "key"]
+    assert row[plain][5:] == ["chat-9", "-", "plain", "key"]
+    assert row[spaced][5:] == ['"k', '"', "-", "spaced", "key"]  # quoted: the space shows
+    assert row[none][5:] == ["-", "-", "no", "key"]
     listed = json.loads(run("sessions", "list", "--json"))["items"]
     assert {s["id"]: s["key"] for s in listed} == {plain: "chat-9", spaced: "k ", none: None}
     assert "key chat-9" in run("sessions", "show", plain)
