@@ -659,7 +659,7 @@ class _Writer:
         return line
 
     def compaction(self, record: StoredRecord) -> None:
-        summary, tokens = record.data["summary"], record.data.get("tokensBefore", 0)
+        text, tokens = record.data["summary"], record.data.get("tokensBefore", 0)
         boundary = self.base(record, "system", f"{self.info.id}-{record.seq}-boundary")
         boundary.update(
             subtype="compact_boundary",
@@ -670,5 +670,5 @@ class _Writer:
         self.emit(boundary)
         summary = self.base(record, "user", None)
         summary["isCompactSummary"] = True
-        summary["message"] = {"role": "user", "content": summary}
+        summary["message"] = {"role": "user", "content": text}
         self.emit(summary)

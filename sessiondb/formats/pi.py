@@ -97,14 +97,16 @@ class PiFormat:
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / name
         last_id: str | None = None
+        ids: dict[int, str] = {}  # seq -> id of its line, for a compaction's first kept
         with path.open("wb") as out:
             out.write(dump_line(header))
             for record in records:
-                line = _line(record, last_id)
+                line = _line(record, last_id, ids)
                 if line is not None:
                     out.write(dump_stored_line(line))
                     if isinstance(line, dict) and isinstance(line.get("id"), str):
                         last_id = line["id"]
+                        ids[record.seq] = last_id
         return [path]
 
 
@@ -256,7 +258,7 @@ def _message_line(payload: dict[str, Any]) -> dict[str, Any]:
     return {**envelope["line"], "message": message}
 
 
-def _line(record: StoredRecord, last_id: str | None) -> Any:
+def _line(record: StoredRecord, last_id: str | None, ids: dict[int, str]) -> Any:
     """The pi line of one stored record, or ``None`` for what pi has no line for."""
     payload = record.data
     if record.kind == "message":
@@ -278,7 +280,7 @@ def _line(record: StoredRecord, last_id: str | None) -> Any:
             "parentId": last_id,
             "timestamp": format_time(record.created_at),
             "summary": payload["summary"],
-            "firstKeptEntryId": None,
+            "firstKeptEntryId": ids.get(payload.get("firstKeptSeq", -1)),
             "tokensBefore": payload.get("tokensBefore", 0),
         }
     if record.kind == "entry":
