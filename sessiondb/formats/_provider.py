@@ -214,6 +214,31 @@ def usage(
     }
 
 
+def openai_usage(
+    value: Any, prompt_field: str, output_field: str, details_field: str
+) -> dict[str, Any] | None:
+    """An OpenAI ``usage`` object (Chat Completions and Responses name the same counts
+    differently); cached prompt tokens are not counted again as input."""
+    if value is None:
+        return None
+    raw = obj(value, "response.usage")
+    prompt = count(raw.get(prompt_field), f"response.usage.{prompt_field}")
+    output = count(raw.get(output_field), f"response.usage.{output_field}")
+    cached = 0
+    details = raw.get(details_field)
+    if details is not None:
+        details = obj(details, f"response.usage.{details_field}")
+        where = f"response.usage.{details_field}.cached_tokens"
+        cached = count(details.get("cached_tokens"), where)
+    total = raw.get("total_tokens")
+    return usage(
+        input=max(prompt - cached, 0),
+        output=output,
+        cache_read=cached,
+        total=prompt + output if total is None else count(total, "response.usage.total_tokens"),
+    )
+
+
 def assistant_message(
     content: list[dict[str, Any]],
     *,

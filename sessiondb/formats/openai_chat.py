@@ -215,22 +215,4 @@ def _tool_call(call: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _usage(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    raw = p.obj(value, "response.usage")
-    prompt = p.count(raw.get("prompt_tokens"), "response.usage.prompt_tokens")
-    output = p.count(raw.get("completion_tokens"), "response.usage.completion_tokens")
-    details = raw.get("prompt_tokens_details")
-    cached = 0
-    if details is not None:
-        details = p.obj(details, "response.usage.prompt_tokens_details")
-        cached = p.count(
-            details.get("cached_tokens"), "response.usage.prompt_tokens_details.cached_tokens"
-        )
-    total = raw.get("total_tokens")
-    return p.usage(
-        input=max(prompt - cached, 0),
-        output=output,
-        cache_read=cached,
-        total=prompt + output if total is None else p.count(total, "response.usage.total_tokens"),
-    )
+    return p.openai_usage(value, "prompt_tokens", "completion_tokens", "prompt_tokens_details")

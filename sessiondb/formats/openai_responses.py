@@ -272,22 +272,4 @@ def _from_item(item: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 
 def _usage(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    raw = p.obj(value, "response.usage")
-    prompt = p.count(raw.get("input_tokens"), "response.usage.input_tokens")
-    output = p.count(raw.get("output_tokens"), "response.usage.output_tokens")
-    details = raw.get("input_tokens_details")
-    cached = 0
-    if details is not None:
-        details = p.obj(details, "response.usage.input_tokens_details")
-        cached = p.count(
-            details.get("cached_tokens"), "response.usage.input_tokens_details.cached_tokens"
-        )
-    total = raw.get("total_tokens")
-    return p.usage(
-        input=max(prompt - cached, 0),
-        output=output,
-        cache_read=cached,
-        total=prompt + output if total is None else p.count(total, "response.usage.total_tokens"),
-    )
+    return p.openai_usage(value, "input_tokens", "output_tokens", "input_tokens_details")
