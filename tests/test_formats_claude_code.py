@@ -14,8 +14,9 @@ from formats_helpers import CORPUS, json_lines, stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessiondb.context import merge_split_responses
 from sessiondb.errors import ImportFormatError
-from sessiondb.formats import FORMATS, detect, merge_split_responses, read_path
+from sessiondb.formats import FORMATS, detect, read_path
 from sessiondb.formats.base import read_lines
 from sessiondb.formats.claude_code import ClaudeCodeFormat
 from sessiondb.models import Record

@@ -33,7 +33,8 @@ What each line becomes (one record per line, in file order):
 ``message.id``, each with the whole response's usage. Each line stays one message (the
 file is reproduced line by line) with ``responseId`` set; only the first line of a
 response carries ``usage``, so summing usage over messages counts each response once.
-The context must merge the parts: see :func:`sessiondb.formats.merge_split_responses`.
+The store's context shows the parts as one message (:func:`sessiondb.context.response_groups`);
+records and export keep them apart.
 
 **Branches.** Lines form a tree by ``parentUuid`` (``logicalParentUuid`` across a
 compact boundary; a line with no known parent hangs under the line before it). The
