@@ -582,6 +582,10 @@ class _Rows:
         """
         built: list[tuple[NewRecord, datetime | None]] = []
         chars = 0
+        # Uuids repeated within a chunk are named here; across the chunks of a streamed
+        # session the table's unique key refuses them (a set of every uuid would grow
+        # with the file).
+        self.uuids.clear()
         for index, record in self.records:
             seq = self.base + index + 1
             where = f"record {index + 1} (seq {seq})"
@@ -704,7 +708,7 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
     if not isinstance(payload, dict):
         raise InvalidInputError(f"{where}: the payload must be an object")
     if record.kind == "message":
-        wire = wire_message(payload, where)
+        wire = wire_message(payload, where, checked=record.checked)
         text = _payload_text(wire, where)
         if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
             raise InvalidInputError(

@@ -21,6 +21,7 @@ the line. A UTF-8 BOM and a ``\\r`` before the ``\\n`` are dropped, a last line 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,6 +53,9 @@ class ImportedRecord:
         created_at: when the tool wrote the line; ``None`` when the line says nothing.
         target: a tombstone's target, as a position (see the module docstring).
         first_kept: a compaction's first kept record, as a position.
+        checked: a message payload the reader already passed through
+            :func:`sessiondb.models.wire_message_error` (every reader does, to decide
+            between a message and an entry), so the import does not check it again.
     """
 
     kind: RecordKind
@@ -61,6 +65,7 @@ class ImportedRecord:
     created_at: datetime | None = None
     target: int | None = None
     first_kept: int | None = None
+    checked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,3 +401,72 @@ def sniff_values(path: Path, limit: int = 25) -> list[Any]:
     except OSError:
         return []
     return out
+
+
+# -- bounded memory for a reader's indexes ---------------------------------------------
+
+# A reader's index (uuid -> line, tool id -> name, …) stays a dict up to this many
+# entries, then moves to a temporary SQLite file: a dict costs ~0.2-0.4 kB an entry
+# (key, value and slot), so without this a reader's memory grows with its file.
+SPILL_ENTRIES = 20_000
+_FLUSH = 2_048
+
+
+class DiskMap:
+    """A ``str -> JSON value`` mapping in a private temporary SQLite file, for an index
+    too big to keep in memory. Writes wait in a small dict and go in batches; reads see
+    them. Keys and strings may hold lone surrogates."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        # "" is SQLite's private temporary database, deleted when the connection closes;
+        # its page cache (2 MB here) bounds what it keeps in memory.
+        self._db = sqlite3.connect("", check_same_thread=False)
+        self._db.execute("PRAGMA cache_size = -2000")
+        self._db.execute("CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        self._pending: dict[str, Any] = {}
+        for key, value in items.items():
+            self[key] = value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._pending[key] = value
+        if len(self._pending) >= _FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        rows = [(_blob(k), json.dumps(v).encode()) for k, v in self._pending.items()]
+        self._db.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?)", rows)
+        self._pending.clear()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if not isinstance(key, str):
+            return default
+        if key in self._pending:
+            return self._pending[key]
+        row = self._db.execute("SELECT v FROM kv WHERE k = ?", (_blob(key),)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def close(self) -> None:
+        self._db.close()
+
+
+_MISSING = object()
+
+
+def _blob(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def spilled(index: dict[str, Any] | DiskMap) -> dict[str, Any] | DiskMap:
+    """``index`` itself, or as a :class:`DiskMap` once it holds ``SPILL_ENTRIES``."""
+    if isinstance(index, dict) and len(index) >= SPILL_ENTRIES:
+        return DiskMap(index)
+    return index
