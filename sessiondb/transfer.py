@@ -50,13 +50,15 @@ from .formats import _candidates as format_candidates
 from .formats.base import StoredRecord
 from .ids import check_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
-from .rows import HeadDelta, NewRecord, session_info, utc
+from .rows import HeadDelta, NewRecord, session_info
 from .tables import records, sessions
 from .validation import column_text, to_json
 
 if TYPE_CHECKING:
     from .store import SessionStore
 
+# Files whose sessions are looked up together (one statement instead of one a file).
+LOOK_UP_FILES = 64
 # Records per write transaction: large enough that COPY's per-call cost vanishes
 # (~1% at 20k rows), small enough that a batch's rows stay a few tens of MB.
 BATCH_RECORDS = 20_000
@@ -184,11 +186,19 @@ async def import_path(
         raise InvalidInputError(f"{root}: no such file or directory")
     files = list(_files(root, chosen))
     importer = _Importer(store, strict)
+    opened: dict[Path, list[ImportedSession] | None] = {}
     for done, (file, fmt) in enumerate(files, 1):
+        if not opened:
+            # The next files' sessions are looked up in one statement, not one a file.
+            window = files[done - 1 : done - 1 + LOOK_UP_FILES]
+            opened = {f: importer.open(f, m) for f, m in window if not isinstance(m, Exception)}
+            await importer.look_up_sessions([s for found in opened.values() for s in found or ()])
         if isinstance(fmt, Exception):
             importer.report.failures.append(ImportFailure(file, _crash("detection", fmt)))
         else:
-            await importer.file(file, fmt)
+            found = opened.pop(file)
+            if found is not None:
+                await importer.file(file, found)
         if progress is not None:
             r = importer.report
             progress(
@@ -262,23 +272,31 @@ class _Importer:
     deferred: list[tuple[Path, ImportedSession, str]] = field(default_factory=list)
     checked_sessions: int = 0
     checked_records: int = 0
+    absent: set[str] = field(default_factory=set)  # ids looked up and not stored
 
     @property
     def namespace(self) -> str:
         return self.store.namespace
 
-    async def file(self, path: Path, fmt: Format) -> None:
+    def open(self, path: Path, fmt: Format) -> list[ImportedSession] | None:
+        """The sessions of a file, not yet read; ``None`` (and a failure) if it cannot
+        be opened."""
         try:
-            found = list(fmt.read(path, strict=self.strict))
+            return list(fmt.read(path, strict=self.strict))
         except (SessionDBError, OSError) as exc:
             self.report.failures.append(ImportFailure(path, str(exc)))
-            return
         except Exception as exc:  # a reader's bug must not stop the other files
             self.report.failures.append(ImportFailure(path, _crash(f"the {fmt.name} reader", exc)))
-            return
+        return None
+
+    async def look_up_sessions(self, found: list[ImportedSession]) -> None:
         ids = [session_id_for(self.namespace, s.key) for s in found]
         parents = [session_id_for(self.namespace, s.parent_key) for s in found if s.parent_key]
         await self._look_up(ids + parents)
+
+    async def file(self, path: Path, found: list[ImportedSession]) -> None:
+        ids = [session_id_for(self.namespace, s.key) for s in found]
+        await self.look_up_sessions(found)
         ready: list[_Prepared] = []
         matched: list[str] = []
         local: set[str] = set()
@@ -324,7 +342,8 @@ class _Importer:
                     session_id_for(self.namespace, s.parent_key)
                     for _, s, _ in waiting
                     if s.parent_key
-                ]
+                ],
+                again=True,
             )
             progressed = False
             for path, session, session_id in waiting:
@@ -358,10 +377,15 @@ class _Importer:
 
     # -- checks -----------------------------------------------------------------------
 
-    async def _look_up(self, ids: list[str]) -> None:
-        wanted = sorted({i for i in ids if i not in self.stored})
+    async def _look_up(self, ids: list[str], *, again: bool = False) -> None:
+        """Learn which of ``ids`` are stored; ``again``: ask even for ids found absent
+        before (a concurrent import may have written them since)."""
+        if again:
+            self.absent.difference_update(ids)
+        wanted = sorted({i for i in ids if i not in self.stored and i not in self.absent})
         if not wanted:
             return
+        self.absent.update(wanted)
         rows = await self.store._backend.fetch(q.existing_sessions(wanted, self.store._flavour))
         for row in rows:
             self.stored[row["id"]] = (row["namespace"], int(row["last_seq"]))
@@ -465,7 +489,7 @@ class _Importer:
             await self._write([prepared])
         except (IntegrityViolation, InvalidInputError) as exc:
             self.stored.pop(session_id, None)
-            await self._look_up([session_id])
+            await self._look_up([session_id], again=True)
             found = self.stored.get(session_id)
             if found is not None and found[0] == self.namespace:
                 self.report.skipped += 1  # a concurrent import stored it
@@ -501,7 +525,7 @@ class _Importer:
                 await tx.fetch((q.update_session_row(), {"id_": session_id, **params}))
         except (IntegrityViolation, InvalidInputError) as exc:
             self.stored.pop(session_id, None)
-            await self._look_up([session_id])
+            await self._look_up([session_id], again=True)
             found = self.stored.get(session_id)
             if found is not None and found[0] == self.namespace:
                 return False  # a concurrent import stored it
@@ -796,6 +820,8 @@ def _check(
 
 def _column(value: Any) -> str | None:
     """``value`` if a text column can hold it, else ``None`` (the payload keeps it)."""
+    if value is None or (type(value) is str and value.isascii() and "\x00" not in value):
+        return value  # nearly every uuid: no encoding needed to know
     try:
         return column_text(value, "")
     except InvalidInputError:
@@ -919,7 +945,7 @@ def _write_sessions(
 def _write_session(fmt: Format, info: SessionInfo, rows: list[Any], folder: Path) -> list[Path]:
     """Rows of :data:`statements.RECORD_READ` written as ``fmt``'s file(s)."""
     stored = (
-        StoredRecord.from_row(session_id, seq, kind, utc(at), uuid, payload)
+        StoredRecord(session_id, seq, kind, at, uuid, None, payload)
         for session_id, seq, kind, at, uuid, payload in rows
     )
     return fmt.write_stored(info, stored, folder)

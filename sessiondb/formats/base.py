@@ -123,7 +123,6 @@ class ImportedSession:
     bad_lines: list[BadLine] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
 class StoredRecord:
     """A stored record as the writers need it: its wire object, no models.
 
@@ -131,14 +130,49 @@ class StoredRecord:
     compaction, …, or the entry's object). Built from a row, a message is its stored
     JSON as parsed: the wire checks made it a value the model reads back unchanged
     (``tests/test_read_back.py``), so export skips the model (about half its time).
+    A row's payload is parsed, and its timestamp converted, only when a writer asks.
     """
 
-    session_id: str
-    seq: int
-    kind: str
-    created_at: datetime
-    uuid: str | None
-    data: dict[str, Any]
+    __slots__ = ("_at", "_data", "_text", "kind", "seq", "session_id", "uuid")
+
+    def __init__(
+        self, session_id: str, seq: int, kind: str, created_at: datetime | str,
+        uuid: str | None, data: dict[str, Any] | None = None, text: str | None = None,
+    ) -> None:  # fmt: skip
+        self.session_id, self.seq, self.kind, self.uuid = session_id, seq, kind, uuid
+        self._at, self._data, self._text = created_at, data, text
+
+    @property
+    def created_at(self) -> datetime:
+        at = self._at
+        if not isinstance(at, datetime) or at.tzinfo is not UTC:
+            at = self._at = _utc(at)
+        return at
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            assert self._text is not None
+            data = jsoncodec.loads(self._text)
+            model = _OVERLAYS.get(self.kind)
+            if model is not None:
+                # Overlays are few; their model says what a read gives (defaults, coercions).
+                data = model.model_validate(data).to_wire()
+            self._data = data
+        return self._data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredRecord):
+            return NotImplemented
+        mine = (self.session_id, self.seq, self.kind, self.created_at, self.uuid, self.data)
+        return mine == (
+            other.session_id, other.seq, other.kind, other.created_at, other.uuid, other.data
+        )  # fmt: skip
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoredRecord({self.session_id!r}, {self.seq}, {self.kind!r})"
 
     @classmethod
     def of(cls, record: Record) -> StoredRecord:
@@ -149,16 +183,18 @@ class StoredRecord:
 
     @classmethod
     def from_row(
-        cls, session_id: str, seq: int, kind: str, created_at: datetime, uuid: str | None,
+        cls, session_id: str, seq: int, kind: str, created_at: datetime | str, uuid: str | None,
         payload: str,
     ) -> StoredRecord:  # fmt: skip
-        """A row of the records table (``created_at`` already aware UTC)."""
-        data = jsoncodec.loads(payload)
-        model = _OVERLAYS.get(kind)
-        if model is not None:
-            # Overlays are few; their model says what a read gives (defaults, coercions).
-            data = model.model_validate(data).to_wire()
-        return cls(session_id, seq, kind, created_at, uuid, data)
+        """A row of the records table (``created_at`` as the driver gives it)."""
+        return cls(session_id, seq, kind, created_at, uuid, None, payload)
+
+
+def _utc(value: datetime | str) -> datetime:
+    """A timestamp column's value as aware UTC (SQLite gives text; see ``rows.utc``)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 _OVERLAYS: dict[str, type[Compaction] | type[Tombstone] | type[Prune]] = {
