@@ -9,6 +9,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from formats_helpers import CORPUS, json_lines, stored
 from hypothesis import given, settings
@@ -541,3 +542,26 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_export_cuts_plain_messages_from_the_stored_text() -> None:
+    """A message whose content converts back unchanged is written by slicing its stored
+    payload (no parse); the line is the one the parsing path builds."""
+    spliced = parsed = 0
+    for path in corpus_files():
+        for session in read_path(path):
+            for record in session.records:
+                if record.kind != "message":
+                    continue
+                text = orjson.dumps(record.payload).decode()  # as the import stores it
+                cut = claude_code._spliced_line(text)
+                envelope = record.payload[claude_code.KEY]
+                expected = claude_code._line_of(record.payload, envelope)
+                if cut is None:
+                    parsed += 1
+                    continue
+                spliced += 1
+                line, uuid, part = cut
+                assert json.loads(line) == expected
+                assert uuid == expected.get("uuid") and part == envelope.get("part", 1)
+    assert spliced > 150 and parsed > 400, (spliced, parsed)  # tool calls and results parse
