@@ -791,16 +791,16 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         raise InvalidInputError(f"{where}: unknown record kind {record.kind!r}")
     return NewRecord(
         kind="entry",
-        payload=to_json(payload, where),
+        payload=_payload_text(payload, where),
         uuid=uuid,
         parent_uuid=_column(record.parent_uuid),
     )
 
 
 def _payload_text(value: dict[str, Any], where: str) -> str:
-    """:func:`to_json` for a value a reader parsed from JSON, which holds no NaN or
-    infinity: orjson's text without the walk that looks for them (every Claude Code
-    line holds a null, so it ran on every line)."""
+    """:func:`to_json` for a value a reader parsed from JSON (a message, an entry's
+    line), which holds no NaN or infinity: orjson's text without the walk that looks for
+    them (every Claude Code line holds a null, so it ran on every line)."""
     try:
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
