@@ -52,6 +52,7 @@ dropped.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from array import array
@@ -562,9 +563,9 @@ def _lay_out(payload: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any
     return laid
 
 
-_HEADS = (
-    b'{"role":"user","claudeCode":{"content":"',
-    b'{"role":"assistant","claudeCode":{"content":"',
+_HEAD = re.compile(
+    rb'\{"role":"(?:user|assistant)","claudeCode":\{"content":"(blocks|string)",'
+    rb'(?:"part":([0-9]+),)?"size":([0-9]+),"line":'
 )
 _CONTENT = b',"content":'
 _TEXT_BLOCK = b'[{"type":"text","text":'
@@ -572,10 +573,40 @@ _TEXT_BLOCK = b'[{"type":"text","text":'
 _CONVERTED = (b'"type":"toolCall"', b'"type":"image"')
 
 
-def _spliced_line(text: str) -> tuple[bytes, str | None, int] | None:
-    """``(line, uuid, part)`` of a stored message payload laid out by :func:`_lay_out`,
-    cut from its text without parsing it; ``None`` when the text is not laid out so, or
-    its content must be converted.
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A line cut from a stored payload (:func:`_spliced_line`): ``line`` to write and
+    where the payload's links (``,"uuid":…,"parentUuid":…``) are, read only when a later
+    line needs this one's uuid."""
+
+    line: bytes
+    part: int
+    data: bytes
+    links: tuple[int, int]
+
+    def has_uuid(self) -> bool:
+        return self.data.find(b',"uuid":"', *self.links) >= 0
+
+    def uuid(self) -> str:
+        start, end = self.links
+        links = self.data[start:end]
+        at = links.find(b',"uuid":"') + 8  # the opening quote
+        close = at + 1
+        while True:  # the first quote not escaped by an odd run of backslashes
+            close = links.index(b'"', close)
+            run = 0
+            while links[close - 1 - run] == 0x5C:
+                run += 1
+            if run % 2 == 0:
+                break
+            close += 1
+        return str(json.loads(links[at : close + 1]))
+
+
+def _spliced_line(text: str) -> _Cut | None:
+    """The line of a stored message payload laid out by :func:`_lay_out`, cut from its
+    text without parsing it; ``None`` when the text is not laid out so, or its content
+    must be converted.
 
     The text is orjson's (compact; a quote inside a string is always escaped, so
     ``,"content":`` found outside the line can only be the payload's key). The line's
@@ -583,53 +614,26 @@ def _spliced_line(text: str) -> tuple[bytes, str | None, int] | None:
     layout with a wrong ``size`` would be cut wrong.
     """
     data = text.encode()  # orjson's text: no lone surrogates
-    if data.startswith(_HEADS[0]):
-        at = len(_HEADS[0])
-    elif data.startswith(_HEADS[1]):
-        at = len(_HEADS[1])
-    else:
+    head = _HEAD.match(data)
+    if head is None:
         return None
-    if data.startswith(b'blocks",', at):
-        string = False
-    elif data.startswith(b'string",', at):
-        string = True
-    else:
-        return None
-    at += 8
-    part = 1
-    if data.startswith(b'"part":', at):
-        comma = data.find(b",", at)
-        digits = data[at + 7 : comma]
-        if not digits.isdigit():
-            return None
-        part, at = int(digits), comma + 1
-    if not data.startswith(b'"size":', at):
-        return None
-    comma = data.find(b",", at)
-    digits = data[at + 7 : comma]
-    if not digits.isdigit() or not data.startswith(b'"line":', comma + 1):
-        return None
-    start = comma + 8
-    end = start + int(digits)  # the line's length in bytes
+    start = head.end()
+    end = start + int(head[3])  # the line's length in bytes
     if data[end : end + 1] != b"}" or data[end - 2 : end] != b"}}" or data[end - 3] == 0x7B:
         return None
     found = data.find(_CONTENT, end)
-    if found < 0 or data.find(b"\\", end, found) >= 0:  # links with escapes: parse
+    if found < 0:
         return None
     first, last = found + len(_CONTENT), len(data) - 1
-    if string:
+    if head[1] == b"string":
         if not data.startswith(_TEXT_BLOCK, first) or data[last - 2 : last] != b"}]":
             return None
         first, last = first + len(_TEXT_BLOCK), last - 2
     elif data.find(_CONVERTED[0], first) >= 0 or data.find(_CONVERTED[1], first) >= 0:
         return None
-    uuid = None
-    at = data.find(b',"uuid":"', end, found)
-    if at >= 0:
-        uuid = data[at + 9 : data.find(b'"', at + 9)].decode()
     view = memoryview(data)
     line = b"".join((view[start : end - 2], _CONTENT, view[first:last], b"}}\n"))
-    return line, uuid, part
+    return _Cut(line, int(head[2] or 1), data, (end + 1, found))
 
 
 def _blocks_to_wire(blocks: list[Any]) -> list[dict[str, Any]] | None:
@@ -740,6 +744,7 @@ class _Writer:
         self.paths: list[Path] = []
         self.uuids: dict[int, str] = {}
         self.last_uuid: str | None = None
+        self.last_cut: _Cut | None = None  # a later line with a uuid than last_uuid's
 
     def out(self, part: Any) -> IO[bytes]:
         number = part if isinstance(part, int) and part > 1 else 1
@@ -761,18 +766,17 @@ class _Writer:
     def emit(self, line: Any, part: Any = 1) -> None:
         self.out(part).write(dump_stored_line(line))
         if isinstance(line, dict) and isinstance(line.get("uuid"), str):
-            self.last_uuid = line["uuid"]
+            self.last_uuid, self.last_cut = line["uuid"], None
 
     def record(self, record: StoredRecord) -> None:
         if record.uuid is not None:
             self.uuids[record.seq] = record.uuid
         if record.kind == "message" and record.text is not None and record.text[:1] == "{":
-            spliced = _spliced_line(record.text)
-            if spliced is not None:
-                line, uuid, part = spliced
-                self.out(part).write(line)
-                if uuid is not None:
-                    self.last_uuid = uuid
+            cut = _spliced_line(record.text)
+            if cut is not None:
+                self.out(cut.part).write(cut.line)
+                if cut.has_uuid():
+                    self.last_cut = cut
                 return
         payload = record.data
         if record.kind == "message":
@@ -804,7 +808,7 @@ class _Writer:
 
     def base(self, record: StoredRecord, kind: str, uuid: str | None) -> dict[str, Any]:
         line = {
-            "parentUuid": self.last_uuid,
+            "parentUuid": self.last_uuid if self.last_cut is None else self.last_cut.uuid(),
             "isSidechain": False,
             "type": kind,
             "sessionId": self.stem,
