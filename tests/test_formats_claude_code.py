@@ -9,7 +9,6 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from formats_helpers import CORPUS, json_lines, stored
 from hypothesis import given, settings
@@ -18,7 +17,7 @@ from hypothesis import strategies as st
 from sessiondb.context import merge_split_responses
 from sessiondb.errors import ImportFormatError
 from sessiondb.formats import FORMATS, base, claude_code, detect, read_path
-from sessiondb.formats.base import StoredRecord, read_lines
+from sessiondb.formats.base import read_lines
 from sessiondb.formats.claude_code import ClaudeCodeFormat
 from sessiondb.models import Record
 
@@ -542,46 +541,3 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-
-def test_export_cuts_plain_messages_from_the_stored_text() -> None:
-    """A message whose content converts back unchanged is written by slicing its stored
-    payload (no parse); the line is the one the parsing path builds."""
-    spliced = parsed = 0
-    for path in corpus_files():
-        for session in read_path(path):
-            for record in session.records:
-                if record.kind != "message":
-                    continue
-                text = orjson.dumps(record.payload).decode()  # as the import stores it
-                cut = claude_code._spliced_line(text)
-                envelope = record.payload[claude_code.KEY]
-                expected = claude_code._line_of(record.payload, envelope)
-                if cut is None:
-                    parsed += 1
-                    continue
-                spliced += 1
-                assert json.loads(cut.line) == expected
-                assert cut.part == envelope.get("part", 1)
-                assert cut.has_uuid() == ("uuid" in expected)
-                if cut.has_uuid():
-                    assert cut.uuid() == expected["uuid"]
-    assert spliced > 150 and parsed > 400, (spliced, parsed)  # tool calls and results parse
-
-
-@pytest.mark.parametrize("uuid", ["plain", 'quo"te', "back\\slash\\", 'both\\"', "ünï"])
-def test_a_cut_line_gives_its_uuid_to_a_line_written_after_it(uuid: str, tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
-    path.write_text(user(uuid, None, "hello") + "\n")
-    info, records = stored(next(read_path(path)))
-    (imported,) = list(next(read_path(path)).records)
-    text = orjson.dumps(imported.payload).decode()  # as the import stores it
-    cut = claude_code._spliced_line(text)
-    assert cut is not None and cut.has_uuid() and cut.uuid() == uuid
-    # A message from elsewhere appended after it names it as its parent.
-    more = {"role": "user", "content": [{"type": "text", "text": "more"}]}
-    later = StoredRecord("s", 2, "message", records[0].created_at, None, more)
-    first = StoredRecord("s", 1, "message", records[0].created_at, uuid, None, text)
-    (out,) = FMT.write_stored(info, [first, later], tmp_path / "out")
-    lines = json_lines(out)
-    assert lines[0] == json_lines(path)[0] and lines[1]["parentUuid"] == uuid

@@ -133,15 +133,14 @@ class StoredRecord:
     A row's payload is parsed, and its timestamp converted, only when a writer asks.
     """
 
-    __slots__ = ("_at", "_data", "kind", "seq", "session_id", "text", "uuid")
+    __slots__ = ("_at", "_data", "_text", "kind", "seq", "session_id", "uuid")
 
     def __init__(
         self, session_id: str, seq: int, kind: str, created_at: datetime | str,
         uuid: str | None, data: dict[str, Any] | None = None, text: str | None = None,
     ) -> None:  # fmt: skip
         self.session_id, self.seq, self.kind, self.uuid = session_id, seq, kind, uuid
-        self._at, self._data = created_at, data
-        self.text = text  # the stored payload, when built from a row
+        self._at, self._data, self._text = created_at, data, text
 
     @property
     def created_at(self) -> datetime:
@@ -153,8 +152,8 @@ class StoredRecord:
     @property
     def data(self) -> dict[str, Any]:
         if self._data is None:
-            assert self.text is not None
-            data = jsoncodec.loads(self.text)
+            assert self._text is not None
+            data = jsoncodec.loads(self._text)
             model = _OVERLAYS.get(self.kind)
             if model is not None:
                 # Overlays are few; their model says what a read gives (defaults, coercions).

@@ -52,7 +52,6 @@ dropped.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from array import array
@@ -60,8 +59,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-
-import orjson
 
 from .. import jsoncodec
 from ..models import Record, SessionInfo, wire_message_error
@@ -329,7 +326,7 @@ class _Reader:
             if response in self.responses:
                 payload.pop("usage", None)
             self.responses[response] = 1
-        payload = _lay_out(payload, envelope)
+        payload[KEY] = envelope
         if wire_message_error(payload) is not None or (
             exact and jsoncodec.has_surrogate_key(payload)
         ):
@@ -478,10 +475,7 @@ def _to_wire(
         return None
     content = message["content"]
     bare = {k: v for k, v in message.items() if k != "content"}
-    # "message" last: export splices the content in before the line's last two braces.
-    line = {k: v for k, v in value.items() if k != "message"}
-    line["message"] = bare
-    envelope: dict[str, Any] = {"line": line}
+    envelope: dict[str, Any] = {"line": {**value, "message": bare}}
     payload: dict[str, Any] = {"role": role}
     if isinstance(content, str):
         envelope["content"] = "string"
@@ -538,102 +532,6 @@ def _to_wire(
     if _line_of(payload, envelope) != value:
         return None
     return payload, envelope
-
-
-def _lay_out(payload: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
-    """The message payload in the order :func:`_spliced_line` reads: the role, the
-    envelope (its ``line`` last, after the line's stored length ``size``), the links and
-    usage, ``content`` last. A message whose content converts back without change (text,
-    thinking, unknown blocks) is then exported by cutting its stored text, not parsing
-    it (parsing and writing it again took three quarters of an export)."""
-    line = envelope.pop("line")
-    if envelope["content"] in ("blocks", "string"):
-        try:
-            text = orjson.dumps(line)
-        except (TypeError, orjson.JSONEncodeError):
-            pass  # stored by the exact path: exported by parsing
-        else:
-            envelope["size"] = len(text)  # in bytes of UTF-8
-    envelope["line"] = line
-    laid: dict[str, Any] = {"role": payload["role"], KEY: envelope}
-    for key, value in payload.items():
-        if key not in ("role", "content"):
-            laid[key] = value
-    laid["content"] = payload["content"]
-    return laid
-
-
-_HEAD = re.compile(
-    rb'\{"role":"(?:user|assistant)","claudeCode":\{"content":"(blocks|string)",'
-    rb'(?:"part":([0-9]+),)?"size":([0-9]+),"line":'
-)
-_CONTENT = b',"content":'
-_TEXT_BLOCK = b'[{"type":"text","text":'
-# Blocks that a line spells differently (tool_use, image sources): such content is parsed.
-_CONVERTED = (b'"type":"toolCall"', b'"type":"image"')
-
-
-@dataclass(frozen=True, slots=True)
-class _Cut:
-    """A line cut from a stored payload (:func:`_spliced_line`): ``line`` to write and
-    where the payload's links (``,"uuid":…,"parentUuid":…``) are, read only when a later
-    line needs this one's uuid."""
-
-    line: bytes
-    part: int
-    data: bytes
-    links: tuple[int, int]
-
-    def has_uuid(self) -> bool:
-        return self.data.find(b',"uuid":"', *self.links) >= 0
-
-    def uuid(self) -> str:
-        start, end = self.links
-        links = self.data[start:end]
-        at = links.find(b',"uuid":"') + 8  # the opening quote
-        close = at + 1
-        while True:  # the first quote not escaped by an odd run of backslashes
-            close = links.index(b'"', close)
-            run = 0
-            while links[close - 1 - run] == 0x5C:
-                run += 1
-            if run % 2 == 0:
-                break
-            close += 1
-        return str(json.loads(links[at : close + 1]))
-
-
-def _spliced_line(text: str) -> _Cut | None:
-    """The line of a stored message payload laid out by :func:`_lay_out`, cut from its
-    text without parsing it; ``None`` when the text is not laid out so, or its content
-    must be converted.
-
-    The text is orjson's (compact; a quote inside a string is always escaped, so
-    ``,"content":`` found outside the line can only be the payload's key). The line's
-    length is the one written at import: a payload made by hand to look like this
-    layout with a wrong ``size`` would be cut wrong.
-    """
-    data = text.encode()  # orjson's text: no lone surrogates
-    head = _HEAD.match(data)
-    if head is None:
-        return None
-    start = head.end()
-    end = start + int(head[3])  # the line's length in bytes
-    if data[end : end + 1] != b"}" or data[end - 2 : end] != b"}}" or data[end - 3] == 0x7B:
-        return None
-    found = data.find(_CONTENT, end)
-    if found < 0:
-        return None
-    first, last = found + len(_CONTENT), len(data) - 1
-    if head[1] == b"string":
-        if not data.startswith(_TEXT_BLOCK, first) or data[last - 2 : last] != b"}]":
-            return None
-        first, last = first + len(_TEXT_BLOCK), last - 2
-    elif data.find(_CONVERTED[0], first) >= 0 or data.find(_CONVERTED[1], first) >= 0:
-        return None
-    view = memoryview(data)
-    line = b"".join((view[start : end - 2], _CONTENT, view[first:last], b"}}\n"))
-    return _Cut(line, int(head[2] or 1), data, (end + 1, found))
 
 
 def _blocks_to_wire(blocks: list[Any]) -> list[dict[str, Any]] | None:
@@ -744,7 +642,6 @@ class _Writer:
         self.paths: list[Path] = []
         self.uuids: dict[int, str] = {}
         self.last_uuid: str | None = None
-        self.last_cut: _Cut | None = None  # a later line with a uuid than last_uuid's
 
     def out(self, part: Any) -> IO[bytes]:
         number = part if isinstance(part, int) and part > 1 else 1
@@ -766,18 +663,11 @@ class _Writer:
     def emit(self, line: Any, part: Any = 1) -> None:
         self.out(part).write(dump_stored_line(line))
         if isinstance(line, dict) and isinstance(line.get("uuid"), str):
-            self.last_uuid, self.last_cut = line["uuid"], None
+            self.last_uuid = line["uuid"]
 
     def record(self, record: StoredRecord) -> None:
         if record.uuid is not None:
             self.uuids[record.seq] = record.uuid
-        if record.kind == "message" and record.text is not None and record.text[:1] == "{":
-            cut = _spliced_line(record.text)
-            if cut is not None:
-                self.out(cut.part).write(cut.line)
-                if cut.has_uuid():
-                    self.last_cut = cut
-                return
         payload = record.data
         if record.kind == "message":
             envelope = payload.get(KEY)
@@ -808,7 +698,7 @@ class _Writer:
 
     def base(self, record: StoredRecord, kind: str, uuid: str | None) -> dict[str, Any]:
         line = {
-            "parentUuid": self.last_uuid if self.last_cut is None else self.last_cut.uuid(),
+            "parentUuid": self.last_uuid,
             "isSidechain": False,
             "type": kind,
             "sessionId": self.stem,
