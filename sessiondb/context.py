@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import jsoncodec
 from .models import Compaction, Message, Prune, TextContent
@@ -70,7 +71,8 @@ def split_rows(rows: Iterable[tuple[int, int, str | None]]) -> ContextRows:
 
 
 def to_messages(rows: ContextRows) -> list[Message]:
-    """The messages the model should see, as models."""
+    """The messages the model should see, as models: pruned tool results show their
+    marker, and the parts of a split response are one message (:func:`response_groups`)."""
     summary = _summary_of(rows.compaction) if rows.compaction is not None else None
     out = [] if summary is None else [summary]
     messages = parse_messages(rows.messages)
@@ -80,13 +82,16 @@ def to_messages(rows: ContextRows) -> list[Message]:
             pruned_message(m, markers[seq]) if seq in markers else m
             for seq, m in zip(rows.seqs, messages, strict=True)
         ]
+    if any(_RESPONSE_KEY in p for p in rows.messages):
+        groups = response_groups([(m.role, _response_of(m)) for m in messages])
+        messages = [_merged_message([messages[i] for i in g]) for g in groups]
     out.extend(messages)
     return out
 
 
 def to_json(rows: ContextRows) -> str:
     """The messages the model should see, as one JSON array of wire-shape objects, built
-    from the stored texts; only pruned messages are parsed (to swap their content).
+    from the stored texts; only pruned messages and split responses are parsed.
 
     When a stored text took :mod:`jsoncodec`'s exact path (a lone surrogate, an integer
     over 64 bits), the array carries the exact path's leading mark too, so that
@@ -94,15 +99,101 @@ def to_json(rows: ContextRows) -> str:
     summary = _summary_of(rows.compaction) if rows.compaction is not None else None
     parts = [] if summary is None else [jsoncodec.dumps(summary.to_wire())]
     markers = prune_markers(rows.prunes)
+    texts = rows.messages
     if markers:
-        parts.extend(
+        texts = [
             _pruned_json(payload, markers[seq]) if seq in markers else payload
             for seq, payload in zip(rows.seqs, rows.messages, strict=True)
-        )
-    else:
-        parts.extend(rows.messages)
+        ]
+    if any(_RESPONSE_KEY in p for p in texts):
+        # Only a context holding a split response pays for parsing its messages.
+        values = [jsoncodec.loads(t) for t in texts]
+        groups = response_groups([(v.get("role"), _response_id(v)) for v in values])
+        texts = [
+            texts[g[0]] if len(g) == 1 else jsoncodec.dumps(merge_wire([values[i] for i in g]))
+            for g in groups
+        ]
+    parts.extend(texts)
     exact = any(jsoncodec.is_exact_path(part) for part in parts)
     return (" [" if exact else "[") + ",".join(parts) + "]"
+
+
+# -- split responses ----------------------------------------------------------------------
+
+# How a stored payload names its response: the texts are compact JSON (``jsoncodec``),
+# so a payload without this substring is not a part of a split response; one that has
+# it (perhaps inside a text) is parsed to find out.
+_RESPONSE_KEY = '"responseId":'
+
+
+def response_groups(messages: Sequence[tuple[str | None, str | None]]) -> list[list[int]]:
+    """The context's messages as the model should see them: lists of indexes into
+    ``messages`` (each ``(role, responseId)``), a split response's parts as one list.
+
+    One API response may be stored as several assistant messages sharing ``responseId``
+    (Claude Code writes a line per content block), with the results of its early tool
+    calls between them. The model must see one assistant message followed by all its
+    results, so every later part joins the group of the first, and the results that came
+    between the parts follow it in their order. A response ends at any message that is
+    neither one of its parts nor a tool result.
+    """
+    groups: list[list[int]] = []
+    current: str | None = None
+    open_group = -1
+    for index, (role, response) in enumerate(messages):
+        if role == "assistant":
+            if response is not None and response == current:
+                groups[open_group].append(index)
+                continue
+            current, open_group = response, len(groups)
+        elif role != "toolResult":
+            current = None
+        groups.append([index])
+    return groups
+
+
+def merge_wire(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Wire-shape parts of one response as one message: the first part's fields, every
+    part's content in order, and the response's usage once (the first part's that has
+    it; an import keeps usage on the first part only)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    merged = {**first, "content": [b for p in parts for b in p.get("content") or []]}
+    if "usage" not in first:
+        usage = next((p["usage"] for p in parts if "usage" in p), None)
+        if usage is not None:
+            merged["usage"] = usage
+    return merged
+
+
+def merge_split_responses(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Wire-shape messages in context order with each split response made one message
+    (see :func:`response_groups`)."""
+    groups = response_groups([(m.get("role"), _response_id(m)) for m in messages])
+    return [merge_wire([messages[i] for i in g]) for g in groups]
+
+
+def _response_id(message: dict[str, Any]) -> str | None:
+    response = message.get("responseId")
+    return response if isinstance(response, str) else None
+
+
+def _response_of(message: Message) -> str | None:
+    extra = message.model_extra
+    response = extra.get("responseId") if extra else None
+    return response if isinstance(response, str) else None
+
+
+def _merged_message(parts: list[Message]) -> Message:
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    update: dict[str, Any] = {"content": [b for p in parts for b in p.content]}
+    usage = next((p.usage for p in parts if p.usage is not None), None)
+    if first.usage is None and usage is not None:
+        update["usage"] = usage
+    return first.model_copy(update=update)
 
 
 def prune_markers(payloads: Iterable[str]) -> dict[int, str]:

@@ -51,13 +51,15 @@ from .formats import _candidates as format_candidates
 from .formats.base import MAX_LINE_BYTES, StoredRecord
 from .ids import check_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
-from .rows import HeadDelta, NewRecord, session_info, utc
+from .rows import HeadDelta, NewRecord, session_info
 from .tables import records, sessions
 from .validation import check_record_size, column_text, to_json
 
 if TYPE_CHECKING:
     from .store import SessionStore
 
+# Files whose sessions are looked up together (one statement instead of one a file).
+LOOK_UP_FILES = 64
 # Records per write transaction: large enough that COPY's per-call cost vanishes
 # (~1% at 20k rows), small enough that a batch's rows stay a few tens of MB.
 BATCH_RECORDS = 20_000
@@ -200,11 +202,19 @@ async def _import_files(
     files: list[tuple[Path, Format | Exception]],
     progress: Callable[[ImportProgress], None] | None,
 ) -> None:
+    opened: dict[Path, list[ImportedSession] | None] = {}
     for done, (file, fmt) in enumerate(files, 1):
+        if not opened:
+            # The next files' sessions are looked up in one statement, not one a file.
+            window = files[done - 1 : done - 1 + LOOK_UP_FILES]
+            opened = {f: importer.open(f, m) for f, m in window if not isinstance(m, Exception)}
+            await importer.look_up_sessions([s for found in opened.values() for s in found or ()])
         if isinstance(fmt, Exception):
             importer.report.failures.append(ImportFailure(file, _crash("detection", fmt)))
         else:
-            await importer.file(file, fmt)
+            found = opened.pop(file)
+            if found is not None:
+                await importer.file(file, found)
         if progress is not None:
             r = importer.report
             progress(
@@ -276,23 +286,31 @@ class _Importer:
     deferred: list[tuple[Path, ImportedSession, str]] = field(default_factory=list)
     checked_sessions: int = 0
     checked_records: int = 0
+    absent: set[str] = field(default_factory=set)  # ids looked up and not stored
 
     @property
     def namespace(self) -> str:
         return self.store.namespace
 
-    async def file(self, path: Path, fmt: Format) -> None:
+    def open(self, path: Path, fmt: Format) -> list[ImportedSession] | None:
+        """The sessions of a file, not yet read; ``None`` (and a failure) if it cannot
+        be opened."""
         try:
-            found = list(fmt.read(path, strict=self.strict))
+            return list(fmt.read(path, strict=self.strict))
         except (SessionDBError, OSError) as exc:
             self.report.failures.append(ImportFailure(path, str(exc)))
-            return
         except Exception as exc:  # a reader's bug must not stop the other files
             self.report.failures.append(ImportFailure(path, _crash(f"the {fmt.name} reader", exc)))
-            return
+        return None
+
+    async def look_up_sessions(self, found: list[ImportedSession]) -> None:
         ids = [session_id_for(self.namespace, s.key) for s in found]
         parents = [session_id_for(self.namespace, s.parent_key) for s in found if s.parent_key]
         await self._look_up(ids + parents)
+
+    async def file(self, path: Path, found: list[ImportedSession]) -> None:
+        ids = [session_id_for(self.namespace, s.key) for s in found]
+        await self.look_up_sessions(found)
         ready: list[_Prepared] = []
         matched: list[str] = []
         local: set[str] = set()
@@ -338,7 +356,8 @@ class _Importer:
                     session_id_for(self.namespace, s.parent_key)
                     for _, s, _ in waiting
                     if s.parent_key
-                ]
+                ],
+                again=True,
             )
             progressed = False
             for path, session, session_id in waiting:
@@ -372,10 +391,15 @@ class _Importer:
 
     # -- checks -----------------------------------------------------------------------
 
-    async def _look_up(self, ids: list[str]) -> None:
-        wanted = sorted({i for i in ids if i not in self.stored})
+    async def _look_up(self, ids: list[str], *, again: bool = False) -> None:
+        """Learn which of ``ids`` are stored; ``again``: ask even for ids found absent
+        before (a concurrent import may have written them since)."""
+        if again:
+            self.absent.difference_update(ids)
+        wanted = sorted({i for i in ids if i not in self.stored and i not in self.absent})
         if not wanted:
             return
+        self.absent.update(wanted)
         rows = await self.store._backend.fetch(q.existing_sessions(wanted, self.store._flavour))
         for row in rows:
             self.stored[row["id"]] = (row["namespace"], int(row["last_seq"]))
@@ -480,7 +504,7 @@ class _Importer:
             await self._write([prepared])
         except (IntegrityViolation, InvalidInputError) as exc:
             self.stored.pop(session_id, None)
-            await self._look_up([session_id])
+            await self._look_up([session_id], again=True)
             found = self.stored.get(session_id)
             if found is not None and found[0] == self.namespace:
                 self.report.skipped += 1  # a concurrent import stored it
@@ -516,7 +540,7 @@ class _Importer:
                 await tx.fetch((q.update_session_row(), {"id_": session_id, **params}))
         except (IntegrityViolation, InvalidInputError) as exc:
             self.stored.pop(session_id, None)
-            await self._look_up([session_id])
+            await self._look_up([session_id], again=True)
             found = self.stored.get(session_id)
             if found is not None and found[0] == self.namespace:
                 return False  # a concurrent import stored it
@@ -598,6 +622,10 @@ class _Rows:
         """
         built: list[tuple[NewRecord, datetime | None]] = []
         chars = 0
+        # Uuids repeated within a chunk are named here; across the chunks of a streamed
+        # session the table's unique key refuses them (a set of every uuid would grow
+        # with the file).
+        self.uuids.clear()
         for index, record in self.records:
             seq = self.base + index + 1
             where = f"record {index + 1} (seq {seq})"
@@ -723,7 +751,7 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
     if not isinstance(payload, dict):
         raise InvalidInputError(f"{where}: the payload must be an object")
     if record.kind == "message":
-        wire = wire_message(payload, where)
+        wire = wire_message(payload, where, checked=record.checked)
         text = _payload_text(wire, where)
         if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
             raise InvalidInputError(
@@ -782,16 +810,16 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         raise InvalidInputError(f"{where}: unknown record kind {record.kind!r}")
     return NewRecord(
         kind="entry",
-        payload=to_json(payload, where),
+        payload=_payload_text(payload, where),
         uuid=uuid,
         parent_uuid=_column(record.parent_uuid),
     )
 
 
 def _payload_text(value: dict[str, Any], where: str) -> str:
-    """:func:`to_json` for a value a reader parsed from JSON, which holds no NaN or
-    infinity: orjson's text without the walk that looks for them (every Claude Code
-    line holds a null, so it ran on every line)."""
+    """:func:`to_json` for a value a reader parsed from JSON (a message, an entry's
+    line), which holds no NaN or infinity: orjson's text without the walk that looks for
+    them (every Claude Code line holds a null, so it ran on every line)."""
     try:
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
@@ -811,6 +839,8 @@ def _check(
 
 def _column(value: Any) -> str | None:
     """``value`` if a text column can hold it, else ``None`` (the payload keeps it)."""
+    if value is None or (type(value) is str and value.isascii() and "\x00" not in value):
+        return value  # nearly every uuid: no encoding needed to know
     try:
         return column_text(value, "")
     except InvalidInputError:
@@ -934,7 +964,7 @@ def _write_sessions(
 def _write_session(fmt: Format, info: SessionInfo, rows: list[Any], folder: Path) -> list[Path]:
     """Rows of :data:`statements.RECORD_READ` written as ``fmt``'s file(s)."""
     stored = (
-        StoredRecord.from_row(session_id, seq, kind, utc(at), uuid, payload)
+        StoredRecord(session_id, seq, kind, at, uuid, None, payload)
         for session_id, seq, kind, at, uuid, payload in rows
     )
     return fmt.write_stored(info, stored, folder)

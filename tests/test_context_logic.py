@@ -8,8 +8,10 @@ from sessiondb import Compaction, Message, jsoncodec
 from sessiondb.context import (
     SUMMARY_PREFIX,
     SUMMARY_SUFFIX,
+    merge_split_responses,
     pair_members,
     payload_message,
+    response_groups,
     split_rows,
     splits_tool_pair,
     summary_message,
@@ -201,3 +203,64 @@ def test_a_result_whose_call_is_unknown_takes_only_itself() -> None:
 def test_a_call_is_found_only_before_its_result() -> None:
     neighbours = [(3, result("A")), (4, assistant("call", ("A",)))]
     assert pair_members(3, result("A"), neighbours) == [3]
+
+
+# -- split responses ----------------------------------------------------------------------
+
+
+def test_response_groups_join_the_parts_of_one_response() -> None:
+    messages = [
+        ("user", None),
+        ("assistant", "m1"),
+        ("assistant", "m1"),
+        ("toolResult", None),
+        ("assistant", "m1"),
+        ("toolResult", None),
+        ("assistant", "m2"),  # another response: a new group
+        ("assistant", "m2"),
+        ("user", None),  # ends m2
+        ("assistant", "m2"),  # the same id after a user message is not merged back
+        ("assistant", None),
+        ("assistant", None),  # no id: never merged
+    ]
+    assert response_groups(messages) == [
+        [0], [1, 2, 4], [3], [5], [6, 7], [8], [9], [10], [11],
+    ]  # fmt: skip
+
+
+def test_merging_keeps_the_first_part_and_usage_once() -> None:
+    def part(block: dict[str, object], usage: bool) -> dict[str, object]:
+        message: dict[str, object] = {
+            "role": "assistant", "content": [block], "responseId": "r", "uuid": str(block)
+        }  # fmt: skip
+        if usage:
+            message["usage"] = {"input": 1, "output": 2}
+        return message
+
+    call = {"type": "toolCall", "id": "t1", "name": "read", "arguments": {}}
+    first, second = part({"type": "text", "text": "a"}, True), part(call, False)
+    answer = {"role": "toolResult", "toolCallId": "t1", "content": []}
+    merged = merge_split_responses([first, answer, second])
+    assert merged == [{**first, "content": [first["content"][0], call]}, answer]  # type: ignore[index]
+    # With the first part gone, a later part's usage (if any) is the response's.
+    alone = merge_split_responses([part(call, False), part(call, True)])
+    assert alone[0]["usage"] == {"input": 1, "output": 2} and len(alone[0]["content"]) == 2
+
+
+def test_to_messages_merges_split_responses_and_leaves_others() -> None:
+    def stored(message: dict[str, object]) -> str:
+        return jsoncodec.dumps(message)
+
+    call = {"type": "toolCall", "id": "t1", "name": "read", "arguments": {}}
+    rows = split_rows(
+        [
+            (0, 5, None),
+            (2, 1, stored({"role": "user", "content": [{"type": "text", "text": "hi"}]})),
+            (2, 2, stored({"role": "assistant", "content": [], "responseId": "r"})),
+            (2, 3, stored({"role": "assistant", "content": [call], "responseId": "r"})),
+            (2, 4, stored({"role": "toolResult", "toolCallId": "t1", "content": []})),
+        ]
+    )
+    messages = to_messages(rows)
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult"]
+    assert tool_call_ids(messages[1]) == ["t1"]

@@ -14,8 +14,9 @@ from formats_helpers import CORPUS, json_lines, stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessiondb.context import merge_split_responses
 from sessiondb.errors import ImportFormatError
-from sessiondb.formats import FORMATS, detect, merge_split_responses, read_path
+from sessiondb.formats import FORMATS, base, claude_code, detect, read_path
 from sessiondb.formats.base import read_lines
 from sessiondb.formats.claude_code import ClaudeCodeFormat
 from sessiondb.models import Record
@@ -378,6 +379,90 @@ def test_reading_is_streamed_with_flat_memory(tmp_path: Path) -> None:
     assert count == 20_000
     # The file is 40 MB; what stays is the branch index (~a few hundred bytes a line).
     assert peak < 12_000_000, peak
+
+
+def branchy_files(folder: Path) -> list[Path]:
+    """Files whose reading needs the branch index: a rewind, parallel calls on side
+    branches, a forward link, a split response, cersei parts with a tombstone."""
+    folder.mkdir()
+    call = {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}
+    call2 = {"type": "tool_use", "id": "t2", "name": "Read", "input": {}}
+    rewind = [
+        user("u1", None, "first"),
+        assistant("a1", "u1", [call], "m1"),
+        line(type="progress", uuid="p1", parentUuid="a1", data={}),
+        assistant("a2", "p1", [call2], "m1"),
+        result("r1", "a1", "t1", "one"),
+        result("r2", "a2", "t2", "two"),
+        user("u2", "r2", "old follow-up"),
+        assistant("a3", "u1", [{"type": "text", "text": "new answer"}], "m2"),  # rewind
+        user("u4", "zz", "forward link"),
+        user("zz", "a3", "linked later"),
+        user("u3", "u4", "new follow-up"),
+    ]
+    (folder / "rewind.jsonl").write_text("\n".join(rewind) + "\n")
+    (folder / "abc.jsonl").write_text(
+        cersei("user", "c1", None, "fix the tests") + "\n" + cersei("assistant", "c2", "c1", "ok")
+    )
+    (folder / "abc_part2.jsonl").write_text(
+        line(type="tombstone", deleted_uuid="c2", timestamp="2026-04-03T10:01:00Z") + "\n"
+    )
+    return [folder / "rewind.jsonl", folder / "abc.jsonl", *corpus_files()]
+
+
+def test_the_branch_index_moved_to_disk_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = branchy_files(tmp_path / "in")
+
+    def read_all() -> list[list[Any]]:
+        return [list(s.records) for path in files for s in read_path(path)]
+
+    in_memory = read_all()
+    assert any(r.kind == "tombstone" for records in in_memory for r in records)
+    monkeypatch.setattr(claude_code, "SPILL_CHECK", 1)
+    monkeypatch.setattr(base, "SPILL_ENTRIES", 2)
+    spilled: list[base.DiskMap] = []
+    real = base.DiskMap.__init__
+
+    def counting(self: base.DiskMap, items: dict[str, Any]) -> None:
+        spilled.append(self)
+        real(self, items)
+
+    monkeypatch.setattr(base.DiskMap, "__init__", counting)
+    assert read_all() == in_memory
+    assert len(spilled) > 10  # the indexes did move to disk
+
+
+def test_a_big_file_reads_in_flat_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past SPILL_ENTRIES lines the indexes live in a temporary file: the peak of reading
+    40,000 lines is the peak of reading 10,000 (tracemalloc sees Python's allocations;
+    SQLite's page cache, 2 MB per index at most, is outside it)."""
+    monkeypatch.setattr(base, "SPILL_ENTRIES", 2_000)
+
+    def peak(lines: int) -> int:
+        path = tmp_path / f"big-{lines}.jsonl"
+        with path.open("w") as out:
+            for i in range(lines):
+                if i % 2:
+                    call = {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {}}
+                    out.write(assistant(f"a{i}", f"u{i - 1}", [call], f"m{i}") + "\n")
+                else:
+                    out.write(user(f"u{i}", f"a{i - 1}" if i else None, f"{i} " + "x" * 500))
+                    out.write("\n")
+        session = next(FMT.read(path))
+        tracemalloc.start()
+        try:
+            count = sum(1 for _ in session.records)
+            _, top = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert count == lines
+        return top
+
+    small, big = peak(10_000), peak(40_000)
+    # What still grows: 17 bytes a line of arrays (parent, position, flags).
+    assert big - small < 30_000 * 17 + 400_000, (small, big)
 
 
 def test_the_line_reader_is_lazy(tmp_path: Path) -> None:

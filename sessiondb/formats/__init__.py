@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ..errors import InvalidInputError
 from .base import (
@@ -42,7 +41,6 @@ __all__ = [
     "SessionDetails",
     "detect",
     "get_format",
-    "merge_split_responses",
     "read_path",
 ]
 
@@ -112,33 +110,3 @@ def _candidates(path: Path) -> Iterator[Path]:
             if parts and parts[0][1] != entry and parts[0][1].exists():
                 continue  # a part file, read with its main file
             yield entry
-
-
-def merge_split_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The context with each split API response made one assistant message again.
-
-    Claude Code writes one response as several assistant lines sharing ``responseId``,
-    with tool results of its early calls in between. The parts are merged into the
-    first (content concatenated; ``usage`` is only on the first part), and the tool
-    results that came between them follow the merged message, as the API expects.
-    """
-    out: list[dict[str, Any]] = []
-    open_index: dict[str, int] = {}
-    current: str | None = None
-    for message in messages:
-        role = message.get("role")
-        response = message.get("responseId") if role == "assistant" else None
-        if role == "assistant" and response is not None and response in open_index:
-            index = open_index[response]
-            first = out[index]
-            merged = {**first, "content": [*first["content"], *message["content"]]}
-            out[index] = merged
-            continue
-        if role == "assistant":
-            open_index = {response: len(out)} if response is not None else {}
-            current = response
-        elif role != "toolResult" and current is not None:
-            open_index = {}
-            current = None
-        out.append(message)
-    return out

@@ -21,6 +21,7 @@ the line. A UTF-8 BOM and a ``\\r`` before the ``\\n`` are dropped, a last line 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -53,6 +54,9 @@ class ImportedRecord:
         created_at: when the tool wrote the line; ``None`` when the line says nothing.
         target: a tombstone's target, as a position (see the module docstring).
         first_kept: a compaction's first kept record, as a position.
+        checked: a message payload the reader already passed through
+            :func:`sessiondb.models.wire_message_error` (every reader does, to decide
+            between a message and an entry), so the import does not check it again.
     """
 
     kind: RecordKind
@@ -62,6 +66,7 @@ class ImportedRecord:
     created_at: datetime | None = None
     target: int | None = None
     first_kept: int | None = None
+    checked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +124,6 @@ class ImportedSession:
     bad_lines: list[BadLine] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
 class StoredRecord:
     """A stored record as the writers need it: its wire object, no models.
 
@@ -127,14 +131,49 @@ class StoredRecord:
     compaction, …, or the entry's object). Built from a row, a message is its stored
     JSON as parsed: the wire checks made it a value the model reads back unchanged
     (``tests/test_read_back.py``), so export skips the model (about half its time).
+    A row's payload is parsed, and its timestamp converted, only when a writer asks.
     """
 
-    session_id: str
-    seq: int
-    kind: str
-    created_at: datetime
-    uuid: str | None
-    data: dict[str, Any]
+    __slots__ = ("_at", "_data", "_text", "kind", "seq", "session_id", "uuid")
+
+    def __init__(
+        self, session_id: str, seq: int, kind: str, created_at: datetime | str,
+        uuid: str | None, data: dict[str, Any] | None = None, text: str | None = None,
+    ) -> None:  # fmt: skip
+        self.session_id, self.seq, self.kind, self.uuid = session_id, seq, kind, uuid
+        self._at, self._data, self._text = created_at, data, text
+
+    @property
+    def created_at(self) -> datetime:
+        at = self._at
+        if not isinstance(at, datetime) or at.tzinfo is not UTC:
+            at = self._at = _utc(at)
+        return at
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            assert self._text is not None
+            data = jsoncodec.loads(self._text)
+            model = _OVERLAYS.get(self.kind)
+            if model is not None:
+                # Overlays are few; their model says what a read gives (defaults, coercions).
+                data = model.model_validate(data).to_wire()
+            self._data = data
+        return self._data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredRecord):
+            return NotImplemented
+        mine = (self.session_id, self.seq, self.kind, self.created_at, self.uuid, self.data)
+        return mine == (
+            other.session_id, other.seq, other.kind, other.created_at, other.uuid, other.data
+        )  # fmt: skip
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoredRecord({self.session_id!r}, {self.seq}, {self.kind!r})"
 
     @classmethod
     def of(cls, record: Record) -> StoredRecord:
@@ -145,16 +184,18 @@ class StoredRecord:
 
     @classmethod
     def from_row(
-        cls, session_id: str, seq: int, kind: str, created_at: datetime, uuid: str | None,
+        cls, session_id: str, seq: int, kind: str, created_at: datetime | str, uuid: str | None,
         payload: str,
     ) -> StoredRecord:  # fmt: skip
-        """A row of the records table (``created_at`` already aware UTC)."""
-        data = jsoncodec.loads(payload)
-        model = _OVERLAYS.get(kind)
-        if model is not None:
-            # Overlays are few; their model says what a read gives (defaults, coercions).
-            data = model.model_validate(data).to_wire()
-        return cls(session_id, seq, kind, created_at, uuid, data)
+        """A row of the records table (``created_at`` as the driver gives it)."""
+        return cls(session_id, seq, kind, created_at, uuid, None, payload)
+
+
+def _utc(value: datetime | str) -> datetime:
+    """A timestamp column's value as aware UTC (SQLite gives text; see ``rows.utc``)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 _OVERLAYS: dict[str, type[Compaction] | type[Tombstone] | type[Prune]] = {
@@ -414,3 +455,72 @@ def sniff_values(path: Path, limit: int = 25) -> list[Any]:
     except OSError:
         return []
     return out
+
+
+# -- bounded memory for a reader's indexes ---------------------------------------------
+
+# A reader's index (uuid -> line, tool id -> name, …) stays a dict up to this many
+# entries, then moves to a temporary SQLite file: a dict costs ~0.2-0.4 kB an entry
+# (key, value and slot), so without this a reader's memory grows with its file.
+SPILL_ENTRIES = 20_000
+_FLUSH = 2_048
+
+
+class DiskMap:
+    """A ``str -> JSON value`` mapping in a private temporary SQLite file, for an index
+    too big to keep in memory. Writes wait in a small dict and go in batches; reads see
+    them. Keys and strings may hold lone surrogates."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        # "" is SQLite's private temporary database, deleted when the connection closes;
+        # its page cache (2 MB here) bounds what it keeps in memory.
+        self._db = sqlite3.connect("", check_same_thread=False)
+        self._db.execute("PRAGMA cache_size = -2000")
+        self._db.execute("CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        self._pending: dict[str, Any] = {}
+        for key, value in items.items():
+            self[key] = value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._pending[key] = value
+        if len(self._pending) >= _FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        rows = [(_blob(k), json.dumps(v).encode()) for k, v in self._pending.items()]
+        self._db.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?)", rows)
+        self._pending.clear()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if not isinstance(key, str):
+            return default
+        if key in self._pending:
+            return self._pending[key]
+        row = self._db.execute("SELECT v FROM kv WHERE k = ?", (_blob(key),)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def close(self) -> None:
+        self._db.close()
+
+
+_MISSING = object()
+
+
+def _blob(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def spilled(index: dict[str, Any] | DiskMap) -> dict[str, Any] | DiskMap:
+    """``index`` itself, or as a :class:`DiskMap` once it holds ``SPILL_ENTRIES``."""
+    if isinstance(index, dict) and len(index) >= SPILL_ENTRIES:
+        return DiskMap(index)
+    return index

@@ -236,6 +236,7 @@ def _record(line: Line, base: int, position: int) -> ImportedRecord | str:
             uuid=record_uuid,
             parent_uuid=parent if isinstance(parent, str) else None,
             created_at=at,
+            checked=True,
         )
     if kind == "compaction":
         first = payload.pop("firstKeptSeq", None)

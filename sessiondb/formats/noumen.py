@@ -136,7 +136,7 @@ class _Reader:
         if kind == "message":
             payload = _to_wire(value, line.exact)
             if payload is not None:
-                record = ImportedRecord("message", payload)
+                record = ImportedRecord("message", payload, checked=True)
         elif kind == "summary":
             record = self.summary(value, line.exact)
         elif kind == "compact-boundary":
@@ -156,6 +156,7 @@ class _Reader:
             parent_uuid=parent,
             created_at=at,
             first_kept=record.first_kept,
+            checked=record.checked,
         )
 
     def summary(self, value: dict[str, Any], exact: bool) -> ImportedRecord | None:

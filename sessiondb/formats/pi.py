@@ -184,6 +184,7 @@ class _Reader:
             parent_uuid=parent,
             created_at=at,
             first_kept=record.first_kept,
+            checked=record.checked,
         )
         if entry_id is not None and entry_id not in self.positions:
             self.positions[entry_id] = self.position
@@ -209,7 +210,7 @@ class _Reader:
             return None
         if _message_line(payload) != value:
             return None
-        return ImportedRecord("message", payload, created_at=at)
+        return ImportedRecord("message", payload, created_at=at, checked=True)
 
     def compaction(self, value: dict[str, Any], at: Any) -> ImportedRecord | None:
         summary = value.get("summary")
