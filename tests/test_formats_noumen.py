@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from formats_helpers import json_lines, stored
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sessiondb.errors import ImportFormatError
@@ -330,6 +330,10 @@ _line = st.fixed_dictionaries(
 )
 @given(
     lines=st.lists(st.one_of(_line, _json), max_size=6), tail=st.sampled_from(["", '{"x', "\x00\n"])
+)
+@example(  # a summary whose one content part is not an object (was an AttributeError)
+    lines=[{"type": "summary", "uuid": "a", "sessionId": SID, "message": {"content": [None]}}],
+    tail="",
 )
 def test_fuzzed_files_round_trip_or_report(tmp_path: Path, lines: list[Any], tail: str) -> None:
     path = write(tmp_path / "fuzz.jsonl", lines, tail)

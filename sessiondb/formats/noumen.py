@@ -169,6 +169,7 @@ class _Reader:
         elif (
             isinstance(content, list)
             and len(content) == 1
+            and isinstance(content[0], dict)
             and content[0] == {"type": "text", "text": content[0].get("text")}
             and isinstance(content[0]["text"], str)
         ):
