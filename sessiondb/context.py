@@ -155,7 +155,7 @@ def response_groups(messages: Sequence[tuple[str | None, str | None]]) -> list[l
 def merge_wire(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Wire-shape parts of one response as one message: the first part's fields, every
     part's content in order, and the response's usage once (the first part's that has
-    it; an import keeps usage on the first part only)."""
+    it; a Claude Code import puts the whole response's usage on its first part)."""
     first = parts[0]
     if len(parts) == 1:
         return first

@@ -143,6 +143,65 @@ def test_a_split_response_counts_its_usage_once() -> None:
     assert sorted(with_usage) == sorted(set(responses))
 
 
+USAGE_FIELDS = {
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "cacheRead": "cache_read_input_tokens",
+    "cacheWrite": "cache_creation_input_tokens",
+}
+
+
+def response_usage(path: Path) -> dict[str, dict[str, int]]:
+    """Each response id of a Claude Code file -> the largest count of each usage field
+    over its lines, read straight from the file."""
+    out: dict[str, dict[str, int]] = {}
+    for value in json_lines(path):
+        message = value.get("message") if isinstance(value, dict) else None
+        if value.get("type") != "assistant" or not isinstance(message, dict):
+            continue
+        usage = message.get("usage") or {}
+        seen = out.setdefault(message["id"], dict.fromkeys(USAGE_FIELDS, 0))
+        for wire, cc in USAGE_FIELDS.items():
+            seen[wire] = max(seen[wire], usage.get(cc, 0))
+    return out
+
+
+def test_a_split_response_counts_its_largest_usage_on_its_first_part() -> None:
+    _, records = stored(next(read_path(SPOTTER)))
+    messages = [r.message.to_wire() for r in records if r.message is not None]
+    # A response of five parts whose output count rises only on its last: 10, …, 299.
+    parts = [m for m in messages if m.get("responseId") == "msg_01Aci2WjhVxhEoZK5GJvwVrD"]
+    assert [p[claude_code.KEY]["line"]["message"]["usage"]["output_tokens"] for p in parts] == [
+        10,
+        10,
+        10,
+        10,
+        299,
+    ]
+    assert parts[0]["usage"] == {"input": 1, "output": 299, "cacheRead": 29509, "cacheWrite": 5601}
+    assert all("usage" not in p for p in parts[1:])
+    # Every response is counted once, with its largest snapshot.
+    expected = response_usage(SPOTTER)
+    counted = {m["responseId"]: m["usage"] for m in messages if "usage" in m}
+    assert counted == expected
+
+
+def test_a_long_held_response_ends_early_and_still_counts_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(claude_code, "HOLD_LIMIT", 3)
+    call = {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}
+    path = tmp_path / "s.jsonl"
+    progress = [line(type="progress", uuid=f"p{i}", parentUuid="a1", data={}) for i in range(4)]
+    lines = [user("u1", None, "go"), assistant("a1", "u1", [call], "m1"), *progress]
+    lines += [assistant("a2", "p3", [{"type": "text", "text": "more"}], "m1")]
+    path.write_text("\n".join(lines) + "\n")
+    _, records = stored(next(read_path(path)))
+    assert [r.uuid for r in records] == ["u1", "a1", "p0", "p1", "p2", "p3", "a2"]
+    usages = [r.message.usage for r in records if r.message is not None]
+    assert [u.output if u else None for u in usages] == [None, 5, None]
+
+
 def test_subagents_are_child_sessions_that_inherit_nothing() -> None:
     sessions = list(read_path(SPOTTER))
     for s in sessions:

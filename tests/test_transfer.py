@@ -622,6 +622,111 @@ async def test_a_split_response_is_one_message_in_the_context(
     assert json_lines(out) == json_lines(path)
 
 
+def rising_usage_file(path: Path) -> Path:
+    """One response of text and two tool calls over three lines whose output count rises
+    (4, 4, 90), its tool results between the parts, then a one-line response."""
+
+    def part(uuid: str, parent: str, block: dict[str, Any], output: int, msg: str) -> str:
+        usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": output}
+        return line(
+            type="assistant",
+            uuid=uuid,
+            parentUuid=parent,
+            sessionId="s",
+            timestamp="2026-01-01T00:00:01.000Z",
+            message={"id": msg, "role": "assistant", "content": [block], "usage": usage},
+        )
+
+    def tool_result(uuid: str, parent: str, call: str) -> str:
+        block = {"type": "tool_result", "tool_use_id": call, "content": f"out {call}"}
+        return line(
+            type="user",
+            uuid=uuid,
+            parentUuid=parent,
+            sessionId="s",
+            timestamp="2026-01-01T00:00:02.000Z",
+            message={"role": "user", "content": [block]},
+        )
+
+    def call(call_id: str) -> dict[str, Any]:
+        return {"type": "tool_use", "id": call_id, "name": "Read", "input": {"p": call_id}}
+
+    lines = [
+        cc_user("u1", None, "go"),
+        part("a1", "u1", {"type": "text", "text": "looking"}, 4, "msg-1"),
+        part("a2", "a1", call("t1"), 4, "msg-1"),
+        tool_result("r1", "a2", "t1"),
+        part("a3", "r1", call("t2"), 90, "msg-1"),
+        tool_result("r2", "a3", "t2"),
+        part("a4", "r2", {"type": "text", "text": "done"}, 7, "msg-2"),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def test_a_split_response_counts_its_last_usage_once(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    path = rising_usage_file(tmp_path / "rising.jsonl")
+    (sid,) = (await import_path(store, path)).session_ids
+    context = await store.context(sid)
+    assert shape(context) == [
+        ("user", ["go"]),
+        ("assistant", ["looking", "t1", "t2"]),
+        ("toolResult", ["out t1"]),
+        ("toolResult", ["out t2"]),
+        ("assistant", ["done"]),
+    ]
+    merged = context[1]
+    assert merged.usage is not None
+    assert (merged.usage.input, merged.usage.output, merged.usage.cache_read) == (5, 90, 100)
+    as_json = json.loads(await store.context_json(sid))
+    assert as_json == [m.to_wire() for m in context]
+    assert as_json[1]["usage"] == {"input": 5, "output": 90, "cacheRead": 100, "cacheWrite": 0}
+    # Totals: the sum over responses of their counted usage (90 + 7, not 4 + 7).
+    metrics = (await store.get_session(sid)).metrics
+    assert (metrics.input_tokens, metrics.output_tokens, metrics.cache_read_tokens) == (
+        10,
+        97,
+        200,
+    )
+    (out,) = await export_session(store, sid, tmp_path / "out", "claude-code")
+    assert json_lines(out) == json_lines(path)  # each line's own usage comes back
+
+
+async def test_a_real_split_response_session_totals_its_largest_usages(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    path = SPOTTER_DIR / "tool_heavy.jsonl"
+    (sid,) = (await import_path(store, path)).session_ids
+    totals = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}
+    largest: dict[str, dict[str, int]] = {}
+    for value in json_lines(path):
+        if value.get("type") == "assistant":
+            usage = largest.setdefault(value["message"]["id"], dict.fromkeys(totals, 0))
+            for name in totals:
+                usage[name] = max(usage[name], value["message"]["usage"].get(name, 0))
+    for usage in largest.values():
+        for name in totals:
+            totals[name] += usage[name]
+    # msg_019BN3FRqb7NU4DgBN5jdsym's two parts report 25 then 173 output tokens.
+    assert largest["msg_019BN3FRqb7NU4DgBN5jdsym"]["output_tokens"] == 173
+    metrics = (await store.get_session(sid)).metrics
+    assert (metrics.input_tokens, metrics.output_tokens, metrics.cache_read_tokens) == (
+        totals["input_tokens"],
+        totals["output_tokens"],
+        totals["cache_read_input_tokens"],
+    )
+    context = await store.context(sid)
+    responses = [m for m in context if m.role == "assistant"]
+    assert [m.usage.output if m.usage else None for m in responses] == [
+        largest[(m.model_extra or {})["responseId"]]["output_tokens"] for m in responses
+    ]
+    assert json.loads(await store.context_json(sid)) == [m.to_wire() for m in context]
+    (out,) = await export_session(store, sid, tmp_path / "out", "claude-code")
+    assert json_lines(out) == json_lines(path)
+
+
 async def test_a_tombstoned_part_leaves_the_merged_response(
     store: SessionStore, tmp_path: Path
 ) -> None:

@@ -30,9 +30,17 @@ What each line becomes (one record per line, in file order):
   is ``{"format": "claude-code", "line": …}``; a line that is not JSON keeps its text.
 
 **Split responses.** One API response is written as several lines that share
-``message.id``, each with the whole response's usage. Each line stays one message (the
-file is reproduced line by line) with ``responseId`` set; only the first line of a
-response carries ``usage``, so summing usage over messages counts each response once.
+``message.id``, one per content block, each with a snapshot of the response's usage
+taken as it streamed: the counts never fall from one part to the next, and output
+tokens usually rise only on the last part (10, 10, 10, 10, 299). Each line stays one
+message (the file is reproduced line by line, each line's own usage kept under
+``claudeCode.line``) with ``responseId`` set. The reader holds a response's records
+(and the tool results and other lines between its parts) until the response ends, at
+an assistant line of another response, a message that is neither a part nor a tool
+result, the end of the file, or ``HOLD_LIMIT`` records; then the first part carries
+the response's usage, the largest count of each field over its parts, and the other
+parts carry none, so summing usage over messages counts each response once and in
+full. A part whose response already ended (the same id again later) carries no usage.
 The store's context shows the parts as one message (:func:`sessiondb.context.response_groups`);
 records and export keep them apart.
 
@@ -184,6 +192,12 @@ _NO_PARENT = -1
 _PENDING = -2  # the parent's uuid was not seen yet: resolved at the end
 
 
+# Most records held for one split response (the corpus's longest holds 71: a response,
+# its tool results and their progress lines); past it the response ends early, and a
+# later part of it counts no usage, so memory stays flat on any file.
+HOLD_LIMIT = 1_000
+
+
 @dataclass
 class _Reader:
     """Reads one session's files; keeps per line with a uuid (a *node*, numbered in file
@@ -207,22 +221,63 @@ class _Reader:
     tool_names: dict[str, Any] | DiskMap = field(default_factory=dict)
     pre_tokens: int | None = None
     position: int = 0
+    # The split response being read: its records and those between its parts, its id,
+    # and its usage so far (the largest count of each field over its parts).
+    held: list[ImportedRecord] = field(default_factory=list)
+    held_response: str | None = None
+    held_usage: dict[str, Any] | None = None
 
     def records(self, parts: list[tuple[int, Path]]) -> Iterator[ImportedRecord]:
         try:
             for part, path in parts:
                 self.session.path = path
                 for line in read_lines(path):
-                    yield self.record(line, part)
+                    record = self.record(line, part)
                     self.position += 1
                     if not self.position % SPILL_CHECK:
                         self.spill()
+                    yield from self.hold(record)
+            yield from self.release()
             self.session.path = parts[0][1] if parts else self.session.path
             yield from self.off_branch()
         finally:
             for index in (self.index, self.pending, self.links, self.responses, self.tool_names):
                 if isinstance(index, DiskMap):
                     index.close()
+
+    def hold(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
+        """``record`` in file order, once the split response it may belong to has ended
+        (see the module's notes on split responses)."""
+        payload = record.payload if record.kind == "message" else {}
+        role, response = payload.get("role"), payload.get("responseId")
+        if len(self.held) >= HOLD_LIMIT:
+            yield from self.release()
+        if self.held:
+            if role == "assistant" and response == self.held_response:
+                self.held_usage = _larger_usage(self.held_usage, payload.pop("usage", None))
+                self.held.append(record)
+                return
+            if record.kind == "entry" or role == "toolResult":
+                self.held.append(record)
+                return
+            yield from self.release()
+        if role == "assistant" and isinstance(response, str):
+            if response in self.responses:
+                payload.pop("usage", None)  # its response was counted where it ended
+            else:
+                self.responses[response] = 1
+                self.held, self.held_response = [record], response
+                self.held_usage = payload.get("usage")
+                return
+        yield record
+
+    def release(self) -> Iterator[ImportedRecord]:
+        """The held response's records, its usage on the first part."""
+        held, self.held, self.held_response = self.held, [], None
+        if held and self.held_usage is not None:
+            held[0].payload["usage"] = self.held_usage
+        self.held_usage = None
+        yield from held
 
     def spill(self) -> None:
         self.index = spilled(self.index)
@@ -321,11 +376,6 @@ class _Reader:
                 created_at=at,
                 first_kept=self.position,
             )
-        response = payload.get("responseId")
-        if isinstance(response, str):
-            if response in self.responses:
-                payload.pop("usage", None)
-            self.responses[response] = 1
         payload[KEY] = envelope
         if wire_message_error(payload) is not None or (
             exact and jsoncodec.has_surrogate_key(payload)
@@ -604,6 +654,16 @@ def _usage(value: Any) -> dict[str, Any] | None:
             return None
         usage[wire] = count
     return usage
+
+
+def _larger_usage(
+    usage: dict[str, Any] | None, other: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Two usage snapshots of one response as one: the larger count of each field (the
+    snapshots are cumulative, so this is the latest one's)."""
+    if usage is None or other is None:
+        return other if usage is None else usage
+    return {name: max(usage.get(name, 0), other.get(name, 0)) for name in {**usage, **other}}
 
 
 def _line_of(payload: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
