@@ -513,8 +513,9 @@ BAD_LINES_SHOWN = 20
 
 
 class _ImportProgress:
-    """A rich progress bar on a terminal (when rich is installed), else plain lines on
-    stderr; called by ``import_path`` after each file."""
+    """A progress bar on stderr when it is a terminal and rich is installed (the
+    ``sessiondb[progress]`` extra), else plain lines on stderr; called by
+    ``import_path`` after each file."""
 
     def __init__(self, path: str) -> None:
         self._path = path
@@ -524,6 +525,7 @@ class _ImportProgress:
             try:
                 # Optional: the bar only where rich is installed; not a dependency.
                 rich: Any = importlib.import_module("rich.progress")
+                console: Any = importlib.import_module("rich.console")
             except ImportError:
                 return
             self._bar = rich.Progress(
@@ -533,6 +535,7 @@ class _ImportProgress:
                 rich.TextColumn("{task.fields[records]} records ({task.fields[rate]}/s)"),
                 rich.TimeElapsedColumn(),
                 rich.TimeRemainingColumn(),
+                console=console.Console(file=sys.stderr),
                 transient=True,
             )
 
