@@ -49,6 +49,7 @@ from sqlalchemy import (
     literal_column,
     null,
     select,
+    text,
     true,
     tuple_,
     union_all,
@@ -818,11 +819,15 @@ def namespace_records(namespace: str, *, after: tuple[str, int] | None, limit: i
 
 @cache
 def _namespace_records(has_after: bool) -> Select[Any]:
-    r = records.c
-    # Driven by the records' primary key, the namespace as a semi-join: joined instead,
-    # SQLite loops over the sessions and sorts every row of the namespace for each batch
-    # (0.37 s against 0.09 s for 20,000 rows in four batches).
-    in_namespace = r.session_id.in_(select(sessions.c.id).where(sessions.c.namespace == NS))
+    r, s = records.c, sessions.c
+    # Driven by the records' primary key from the keyset on, the namespace checked per
+    # row with EXISTS. As ``session_id IN (SELECT …)``, SQLite walked the list of the
+    # namespace's sessions and tested the keyset on every row of the earlier ones, so
+    # each batch cost more than the last (100,000 rows: 0.66 s in batches of 1,000,
+    # 0.21 s this way); joined, it sorted every row of the namespace for each batch.
+    in_namespace = (
+        select(literal_column("1")).where(s.id == r.session_id, s.namespace == NS).exists()
+    )
     stmt = select(*RECORD_READ).where(in_namespace)
     if has_after:
         stmt = stmt.where(
@@ -830,6 +835,19 @@ def _namespace_records(has_after: bool) -> Select[Any]:
             > tuple_(bindparam("after_sid", type_=Id), bindparam("after_seq", type_=BigInteger()))
         )
     return stmt.order_by(r.session_id, r.seq).limit(bindparam("limit", type_=BigInteger()))
+
+
+def analyze() -> Executable:
+    """Fresh planner statistics for the sessions and records tables (Postgres only).
+
+    Run after a bulk import: until autovacuum gets to the tables (up to a minute later),
+    the planner takes them for nearly empty and sorts a namespace's every record for
+    each export batch (100,000 records: 0.4-0.6 s a batch instead of 5 ms).
+    """
+    return _ANALYZE
+
+
+_ANALYZE = text(f"ANALYZE {sessions.name}, {records.name}")
 
 
 def update_session_row() -> Executable:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,7 +46,7 @@ from . import jsoncodec
 from . import statements as q
 from .backends import IntegrityViolation
 from .config import DEFAULT_MAX_RECORD_BYTES
-from .errors import InvalidInputError, InvalidSessionIdError, SessionDBError
+from .errors import DatabaseError, InvalidInputError, InvalidSessionIdError, SessionDBError
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
 from .formats.base import MAX_LINE_BYTES, StoredRecord
@@ -58,6 +59,7 @@ from .validation import check_record_size, column_text, to_json
 if TYPE_CHECKING:
     from .store import SessionStore
 
+_log = logging.getLogger("sessiondb")
 # Files whose sessions are looked up together (one statement instead of one a file).
 LOOK_UP_FILES = 64
 # Records per write transaction: large enough that COPY's per-call cost vanishes
@@ -194,7 +196,26 @@ async def import_path(
     finally:
         MAX_LINE_BYTES.reset(limit)
     importer.report.files = len(files)
+    if importer.report.records >= ANALYZE_AFTER:
+        await _analyze(store)
     return importer.report
+
+
+# Records an import writes before it refreshes the planner's statistics (Postgres).
+ANALYZE_AFTER = 10_000
+
+
+async def _analyze(store: SessionStore) -> None:
+    """ANALYZE the tables after a bulk import on Postgres, as its docs advise after a
+    bulk load: until autovacuum does (up to a minute later) the planner takes fresh
+    tables for empty and picks plans that sort every record per export batch. A failure
+    is logged, not raised: the import itself has committed."""
+    if store._flavour != q.POSTGRES:
+        return  # sessiondb keeps SQLite's plans free of statistics
+    try:
+        await store._backend.execute((q.analyze(), {}))
+    except DatabaseError as exc:
+        _log.warning("ANALYZE after the import failed (the import is committed): %s", exc)
 
 
 async def _import_files(

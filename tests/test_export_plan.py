@@ -1,0 +1,157 @@
+"""Export reads a namespace's records in keyset batches whose cost does not grow with the
+position of the batch, right after a bulk import too.
+
+- On SQLite the batch query is a range search on the records' primary key from the
+  keyset on. Written as ``session_id IN (SELECT …)`` it walked every earlier session of
+  the namespace for each batch (a plan of ``session_id=?``), so an export took time
+  quadratic in its records.
+- On Postgres ``import_path`` refreshes the planner's statistics after a bulk import.
+  Before, until autovacuum came (up to a minute), the planner took the tables for empty
+  and sorted every record of the namespace for each batch.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import _connect as connect
+from sqlalchemy.engine import make_url
+
+from sessiondb import SessionStore, transfer
+from sessiondb import statements as q
+
+
+def _project(folder: Path, files: int, lines: int, padding: int = 0) -> Path:
+    """A Claude Code project of ``files`` transcripts of ``lines`` lines each, each line
+    ``padding`` characters longer."""
+    folder.mkdir()
+    for f in range(files):
+        stem = f"{folder.name}-{f:03d}"
+        with (folder / f"{stem}.jsonl").open("w") as out:
+            parent = None
+            for i in range(lines):
+                role = "user" if i % 2 == 0 else "assistant"
+                uuid = f"{stem}-{i:05d}"
+                line = {
+                    "type": role,
+                    "uuid": uuid,
+                    "parentUuid": parent,
+                    "sessionId": stem,
+                    "timestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                    "message": {
+                        "role": role,
+                        "content": [{"type": "text", "text": f"{i} {'x' * padding}"}],
+                    },
+                }
+                out.write(json.dumps(line) + "\n")
+                parent = uuid
+    return folder
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_sqlite_reads_each_batch_by_a_range_of_the_primary_key(store: SessionStore) -> None:
+    stmt, params = q.namespace_records(store.namespace, after=("s", 1), limit=10)
+    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
+    conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
+    try:
+        plan = conn.execute(f"EXPLAIN QUERY PLAN {raw.sql}", raw.args(params)).fetchall()
+    finally:
+        conn.close()
+    details = " | ".join(str(row[3]) for row in plan)
+    assert "(session_id,seq)>(?,?)" in details, details
+    assert "(session_id=?)" not in details, details
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_sqlite_export_batches_cost_the_same_early_and_late(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """Counted in SQLite's own steps, not timed: the virtual machine steps of the batch
+    query are about the same for the first batch and the last."""
+    report = await store.import_path(_project(tmp_path / "p", 40, 50), format="claude-code")
+    assert report.records == 2_000
+    stmt, _ = q.namespace_records(store.namespace, after=("", 0), limit=100)
+    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
+
+    def steps(after: tuple[str, int]) -> int:
+        conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
+        try:
+            counted = 0
+
+            def tick() -> int:
+                nonlocal counted
+                counted += 1
+                return 0
+
+            conn.set_progress_handler(tick, 100)
+            args = raw.args(
+                {"ns": store.namespace, "after_sid": after[0], "after_seq": after[1], "limit": 100}
+            )
+            rows = conn.execute(raw.sql, args).fetchall()
+            assert len(rows) == 100
+            return counted
+        finally:
+            conn.close()
+
+    ids = sorted(s.id for s in (await store.list_sessions(limit=100)).items)
+    first, late = steps((ids[0], 0)), steps((ids[-3], 0))
+    assert late <= first * 2, (first, late)
+
+
+async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_path: Path) -> None:
+    assert transfer.ANALYZE_AFTER == 10_000
+    async with SessionStore.open(pg_url) as store:
+        # Under the threshold: no ANALYZE of ours (autovacuum's is counted apart).
+        small = await store.import_path(_project(tmp_path / "small", 2, 10), format="claude-code")
+        assert small.records == 20
+        assert await _manual_analyses(pg_url) == 0
+        report = await store.import_path(
+            _project(tmp_path / "big", 100, 200, padding=1_000), format="claude-code"
+        )
+        assert report.records == 20_000
+        assert await _manual_analyses(pg_url) == 1
+
+        # The plans the export runs, for its first batch and one from the middle: the
+        # records' primary key in order, nothing sorted.
+        middle = sorted(report.session_ids)[50]
+        for after in (None, (middle, 0)):
+            plan = await _plan(pg_url, store, after)
+            assert "Sort" not in plan, plan
+            assert "pk_sessiondb_records" in plan, plan
+
+
+async def _plan(url: str, store: SessionStore, after: tuple[str, int] | None) -> str:
+    # A batch a fortieth of the rows, as an export of 200,000 records reads them.
+    stmt, params = q.namespace_records(store.namespace, after=after, limit=500)
+    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
+    args = [_literal(v) for v in raw.args(params)]
+    text = raw.sql
+    for n in range(len(args), 0, -1):
+        text = text.replace(f"${n}", args[n - 1])
+    conn = await connect(make_url(url))
+    try:
+        return "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN (COSTS OFF) {text}"))
+    finally:
+        await conn.close()
+
+
+async def _manual_analyses(url: str) -> int:
+    conn = await connect(make_url(url))
+    try:
+        row = await conn.fetchrow(
+            "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'sessiondb_records'"
+        )
+        return int(row[0])
+    finally:
+        await conn.close()
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, int):
+        return str(value)
+    assert isinstance(value, str) and "'" not in value
+    return f"'{value}'"
