@@ -82,6 +82,7 @@ from .base import (
     dump_stored_line,
     entry_payload,
     format_time,
+    open_output,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -702,6 +703,7 @@ class _Writer:
         self.paths: list[Path] = []
         self.uuids: dict[int, str] = {}
         self.last_uuid: str | None = None
+        self.main: IO[bytes] | None = None  # the first file, once open
 
     def out(self, part: Any) -> IO[bytes]:
         number = part if isinstance(part, int) and part > 1 else 1
@@ -710,8 +712,10 @@ class _Writer:
             if number > 1:
                 path = self.first.with_name(f"{self.stem}_part{number}.jsonl")
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.files[number] = path.open("wb")
+            self.files[number] = open_output(path)
             self.paths.append(path)
+            if number == 1:
+                self.main = self.files[1]
         return self.files[number]
 
     def close(self) -> None:
@@ -729,13 +733,21 @@ class _Writer:
         if record.uuid is not None:
             self.uuids[record.seq] = record.uuid
         payload = record.data
-        if record.kind == "message":
+        kind = record.kind
+        if kind == "message":
             envelope = payload.get(KEY)
-            if isinstance(envelope, dict) and "line" in envelope:
-                self.emit(_line_of(payload, envelope), envelope.get("part"))
+            if envelope.__class__ is dict and "line" in envelope:
+                line = _line_of(payload, envelope)
+                part = envelope.get("part")
+                main = self.main if part is None or part == 1 else None
+                out = main if main is not None else self.out(part)
+                out.write(dump_stored_line(line))
+                uuid = line.get("uuid")
+                if uuid.__class__ is str:
+                    self.last_uuid = uuid
             else:
                 self.emit(self.synthesized(record, payload))
-        elif record.kind == "compaction":
+        elif kind == "compaction":
             envelope = payload.get(KEY)
             if isinstance(envelope, dict) and "line" in envelope:
                 text = {"content": [{"type": "text", "text": payload["summary"]}]}

@@ -41,6 +41,7 @@ from .base import (
     dump_line,
     dump_stored_line,
     format_time,
+    open_output,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -83,7 +84,7 @@ class NativeFormat:
         folder = out_dir / info.id
         folder.mkdir(parents=True, exist_ok=True)
         session_path = folder / SESSION_FILE
-        with session_path.open("wb") as out:
+        with open_output(session_path) as out:
             for record in records:
                 if record.session_id != info.id:
                     continue

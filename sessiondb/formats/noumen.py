@@ -46,6 +46,7 @@ from .base import (
     dump_stored_line,
     entry_payload,
     format_time,
+    open_output,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -100,7 +101,7 @@ class NoumenFormat:
         writer = _Writer(session_id=stem if isinstance(stem, str) and stem else info.id)
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{writer.session_id}.jsonl"
-        with path.open("wb") as out:
+        with open_output(path) as out:
             for record in records:
                 for line in writer.lines(record):
                     out.write(dump_stored_line(line))

@@ -41,6 +41,7 @@ from .base import (
     dump_stored_line,
     entry_payload,
     format_time,
+    open_output,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -98,7 +99,7 @@ class PiFormat:
         path = out_dir / name
         last_id: str | None = None
         ids: dict[int, str] = {}  # seq -> id of its line, for a compaction's first kept
-        with path.open("wb") as out:
+        with open_output(path) as out:
             out.write(dump_line(header))
             for record in records:
                 line = _line(record, last_id, ids)
