@@ -58,6 +58,7 @@ from .models import (
 )
 from .retention import RetentionReport
 from .store import SessionStore
+from .transfer import ImportFailure, ImportProgress, ImportReport
 from .turns import Turn
 
 __all__ = [
@@ -74,7 +75,10 @@ __all__ = [
     "DatabaseUnavailableError",
     "HasChildrenError",
     "ImageContent",
+    "ImportFailure",
     "ImportFormatError",
+    "ImportProgress",
+    "ImportReport",
     "InvalidInputError",
     "InvalidSessionIdError",
     "LeaseLostError",

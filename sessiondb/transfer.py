@@ -193,6 +193,9 @@ async def import_path(
     limit = MAX_LINE_BYTES.set(store.settings.max_record_bytes)
     try:
         await _import_files(importer, files, progress)
+    except BaseException:
+        await importer.abandon()
+        raise
     finally:
         MAX_LINE_BYTES.reset(limit)
     importer.report.files = len(files)
@@ -308,6 +311,9 @@ class _Importer:
     checked_sessions: int = 0
     checked_records: int = 0
     absent: set[str] = field(default_factory=set)  # ids looked up and not stored
+    # The batch being written while the next files are read, and its sessions' ids.
+    inflight: asyncio.Future[None] | None = None
+    inflight_ids: set[str] = field(default_factory=set)
 
     @property
     def namespace(self) -> str:
@@ -342,7 +348,7 @@ class _Importer:
                     for earlier in ready:  # a parent before its children
                         await self._add(earlier)
                     ready = []
-                    await self._flush()
+                    await self._drain()
                     if not await self._stream(prepared):
                         prepared = None
             except _Deferred:
@@ -369,7 +375,7 @@ class _Importer:
             await self._add(prepared)
 
     async def finish(self) -> None:
-        await self._flush()
+        await self._drain()
         while self.deferred:
             waiting, self.deferred = self.deferred, []
             await self._look_up(
@@ -385,7 +391,7 @@ class _Importer:
                 try:
                     prepared = await self._prepare(session, session_id, set())
                     if isinstance(prepared, _Rows):
-                        await self._flush()
+                        await self._drain()
                         if not await self._stream(prepared):
                             prepared = None
                 except _Deferred:
@@ -402,7 +408,7 @@ class _Importer:
                     self.report.skipped += 1
                 elif isinstance(prepared, _Prepared):
                     await self._add(prepared)
-            await self._flush()
+            await self._drain()
             if not progressed:
                 for _, session, _ in self.deferred:
                     parent = session_id_for(self.namespace, session.parent_key or "")
@@ -426,7 +432,7 @@ class _Importer:
             self.stored[row["id"]] = (row["namespace"], int(row["last_seq"]))
 
     def _pending(self, session_id: str) -> bool:
-        return session_id in self.batch_ids
+        return session_id in self.batch_ids or session_id in self.inflight_ids
 
     async def _prepare(
         self, session: ImportedSession, session_id: str, local: set[str]
@@ -450,7 +456,7 @@ class _Importer:
                 pass  # written in the same transaction, before the child
             else:
                 if self._pending(parent_id):
-                    await self._flush()
+                    await self._drain()
                 parent = self.stored.get(parent_id)
                 if parent is None:
                     raise _Deferred
@@ -495,11 +501,41 @@ class _Importer:
             await self._flush()
 
     async def _flush(self) -> None:
+        """Start writing the batch; the files after it are read while it is written.
+        One batch is in flight at a time: this waits for the one before."""
         batch, self.batch = self.batch, []
-        self.batch_ids = set()
+        batch_ids, self.batch_ids = self.batch_ids, set()
         self.batch_size = self.batch_chars = 0
+        await self._settle()
         if not batch:
             return
+        self.inflight_ids = batch_ids
+        self.inflight = asyncio.ensure_future(self._commit(batch))
+
+    async def _drain(self) -> None:
+        """Write the batch and wait until every batch is written."""
+        await self._flush()
+        await self._settle()
+
+    async def _settle(self) -> None:
+        """Wait for the batch in flight; its failure is raised here."""
+        task, self.inflight = self.inflight, None
+        if task is not None:
+            try:
+                await task
+            finally:
+                self.inflight_ids = set()
+
+    async def abandon(self) -> None:
+        """After a failure or a cancellation: stop the batch in flight (its transaction
+        rolls back, so none of its sessions is half-written)."""
+        task, self.inflight = self.inflight, None
+        if task is not None and not task.done():
+            task.cancel()
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _commit(self, batch: list[_Prepared]) -> None:
         try:
             await self._write(batch)
         except (IntegrityViolation, InvalidInputError):
