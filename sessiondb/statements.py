@@ -837,17 +837,34 @@ def _namespace_records(has_after: bool) -> Select[Any]:
     return stmt.order_by(r.session_id, r.seq).limit(bindparam("limit", type_=BigInteger()))
 
 
+def estimated_records() -> Executable:
+    """The planner's estimate of the records table's rows (Postgres only; -1 or 0 when
+    the table was never analyzed): one row, ``n``."""
+    return _ESTIMATED_RECORDS
+
+
+_ESTIMATED_RECORDS = text(
+    f"SELECT reltuples::BIGINT AS n FROM pg_class WHERE oid = '{records.name}'::regclass"
+)
+
+
 def analyze() -> Executable:
-    """Fresh planner statistics for the sessions and records tables (Postgres only).
+    """Fresh planner statistics for the columns that steer the plans of record reads
+    (Postgres only).
 
     Run after a bulk import: until autovacuum gets to the tables (up to a minute later),
     the planner takes them for nearly empty and sorts a namespace's every record for
-    each export batch (100,000 records: 0.4-0.6 s a batch instead of 5 ms).
+    each export batch (100,000 records: 0.4-0.6 s a batch instead of 5 ms). The
+    payload's statistics, useless to any plan, are left to autovacuum: with them the
+    ANALYZE of 100,000 records took 0.40 s, without them 0.14 s.
     """
     return _ANALYZE
 
 
-_ANALYZE = text(f"ANALYZE {sessions.name}, {records.name}")
+_ANALYZE = text(
+    f"ANALYZE {sessions.name} (id, namespace, last_message_at),"
+    f" {records.name} (session_id, seq, kind, uuid, target_seq)"
+)
 
 
 def update_session_row() -> Executable:

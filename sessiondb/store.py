@@ -3,8 +3,17 @@ maps the result to models. Which database is behind it is the backend's business
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -134,6 +143,8 @@ class SessionStore:
         self._compaction_breaker = CircuitBreaker()
         self._turns_table = True
         self._max_record_bytes = settings.max_record_bytes
+        # Work a call leaves running after it returns (the ANALYZE after a bulk import).
+        self._background: set[asyncio.Task[None]] = set()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -226,7 +237,19 @@ class SessionStore:
     async def close(self) -> None:
         """Close every connection and thread the store holds; idempotent. Any later call
         raises :class:`StoreClosedError`."""
+        await self._settle_background()
         await self._backend.close()
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` after the caller returns; :meth:`close` waits for it."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _settle_background(self) -> None:
+        """Wait for the work left running by earlier calls (its errors are its own)."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     # -- schema ---------------------------------------------------------------------
 

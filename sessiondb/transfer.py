@@ -199,23 +199,27 @@ async def import_path(
     finally:
         MAX_LINE_BYTES.reset(limit)
     importer.report.files = len(files)
-    if importer.report.records >= ANALYZE_AFTER:
-        await _analyze(store)
+    if importer.report.records >= ANALYZE_AFTER and store._flavour == q.POSTGRES:
+        # The caller need not wait; an export on this store does (and close()).
+        store._in_background(_analyze(store, importer.report.records))
     return importer.report
 
 
-# Records an import writes before it refreshes the planner's statistics (Postgres).
+# An import of fewer records leaves the planner's statistics to autovacuum.
 ANALYZE_AFTER = 10_000
 
 
-async def _analyze(store: SessionStore) -> None:
+async def _analyze(store: SessionStore, written: int) -> None:
     """ANALYZE the tables after a bulk import on Postgres, as its docs advise after a
-    bulk load: until autovacuum does (up to a minute later) the planner takes fresh
-    tables for empty and picks plans that sort every record per export batch. A failure
-    is logged, not raised: the import itself has committed."""
-    if store._flavour != q.POSTGRES:
-        return  # sessiondb keeps SQLite's plans free of statistics
+    bulk load, when the import added more than a tenth of the records the planner knew
+    of (autovacuum's own rule; it acts up to a minute later). Until then the planner
+    takes fresh tables for empty and picks plans that sort every record per export
+    batch. A failure is logged, not raised: the import itself has committed. SQLite
+    is not asked: sessiondb keeps its plans free of statistics."""
     try:
+        known = await store._backend.fetch((q.estimated_records(), {}))
+        if known and written <= int(known[0]["n"]) // 10:
+            return
         await store._backend.execute((q.analyze(), {}))
     except DatabaseError as exc:
         _log.warning("ANALYZE after the import failed (the import is committed): %s", exc)
@@ -920,6 +924,7 @@ async def export_session(
         SessionNotFoundError: no such session in this namespace.
     """
     fmt = get_format(format)
+    await store._settle_background()  # the statistics of an import just made
     info = await store.get_session(session_id)
     rows = await store._backend.fetch(
         q.lineage_records(
@@ -953,6 +958,7 @@ async def export_all(
         InvalidInputError: an unknown format, or ``out_dir`` cannot be written.
     """
     fmt = get_format(format)
+    await store._settle_background()  # the statistics of an import just made
     backend = store._backend
     folder = Path(out_dir)
     infos: dict[str, SessionInfo] = {}

@@ -113,6 +113,9 @@ async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_p
             _project(tmp_path / "big", 100, 200, padding=1_000), format="claude-code"
         )
         assert report.records == 20_000
+        # The ANALYZE runs after import_path returns; an export waits for it.
+        written = await store.export_all(tmp_path / "out", format="claude-code")
+        assert len(written) == 102
         assert await _manual_analyses(pg_url) == 1
 
         # The plans the export runs, for its first batch and one from the middle: the
@@ -122,6 +125,20 @@ async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_p
             plan = await _plan(pg_url, store, after)
             assert "Sort" not in plan, plan
             assert "pk_sessiondb_records" in plan, plan
+
+        # An import of a tenth or less of what the planner knows of leaves it to
+        # autovacuum, as autovacuum's own threshold would (the estimate set by hand).
+        conn = await connect(make_url(pg_url))
+        try:
+            await conn.execute(
+                "UPDATE pg_class SET reltuples = 1e6 WHERE oid = 'sessiondb_records'::regclass"
+            )
+        finally:
+            await conn.close()
+        more = await store.import_path(_project(tmp_path / "more", 50, 200), format="claude-code")
+        assert more.records == 10_000
+        await store.close()  # waits for what the import left running
+        assert await _manual_analyses(pg_url) == 1
 
 
 async def _plan(url: str, store: SessionStore, after: tuple[str, int] | None) -> str:
