@@ -50,6 +50,7 @@ from .errors import DatabaseError, InvalidInputError, InvalidSessionIdError, Ses
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
 from .formats.base import MAX_LINE_BYTES, StoredRecord
+from .formats.claude_code import listings_kept
 from .ids import check_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
 from .rows import HeadDelta, NewRecord, session_info
@@ -187,12 +188,13 @@ async def import_path(
     chosen = None if format == "auto" else get_format(format)
     if not root.exists():
         raise InvalidInputError(f"{root}: no such file or directory")
-    files = list(_files(root, chosen))
     importer = _Importer(store, strict)
     # A line over the limit fails its session as path:line, before it is parsed.
     limit = MAX_LINE_BYTES.set(store.settings.max_record_bytes)
     try:
-        await _import_files(importer, files, progress)
+        with listings_kept():
+            files = list(_files(root, chosen))
+            await _import_files(importer, files, progress)
     except BaseException:
         await importer.abandon()
         raise

@@ -64,6 +64,8 @@ import os
 import re
 from array import array
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -167,17 +169,44 @@ def session_parts(path: Path) -> tuple[str, list[tuple[int, Path]]]:
     stem = match["stem"] if match else path.stem
     base = path.with_name(f"{stem}.jsonl")
     parts = [(1, base)] if base.is_file() or not match else []
-    prefix = f"{stem}_part"
-    # scandir and a prefix test: a tenth of what glob costs in a big project directory.
-    with os.scandir(path.parent) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith(prefix) and name.endswith(".jsonl"):
-                found = _PART.match(name[: -len(".jsonl")])
-                if found and found["stem"] == stem:
-                    parts.append((int(found["n"]), path.parent / name))
+    parts += [(n, path.parent / name) for n, name in _part_files(path.parent).get(stem, ())]
     parts.sort()
     return stem, parts
+
+
+# The part files of each directory listed so far, while :func:`listings_kept` is on.
+_LISTINGS: ContextVar[dict[Path, dict[str, list[tuple[int, str]]]] | None] = ContextVar(
+    "_LISTINGS", default=None
+)
+
+
+@contextmanager
+def listings_kept() -> Iterator[None]:
+    """Inside: a directory's part files are listed once (an import's snapshot), not
+    once per file asking (a project of 10,000 files made 10^8 names to test)."""
+    token = _LISTINGS.set({})
+    try:
+        yield
+    finally:
+        _LISTINGS.reset(token)
+
+
+def _part_files(directory: Path) -> dict[str, list[tuple[int, str]]]:
+    """Session stem -> ``(part, file name)`` of the part files in ``directory``."""
+    kept = _LISTINGS.get()
+    if kept is not None and directory in kept:
+        return kept[directory]
+    found: dict[str, list[tuple[int, str]]] = {}
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            if "_part" in name and name.endswith(".jsonl"):
+                match = _PART.match(name[: -len(".jsonl")])
+                if match:
+                    found.setdefault(match["stem"], []).append((int(match["n"]), name))
+    if kept is not None:
+        kept[directory] = found
+    return found
 
 
 # -- reading ---------------------------------------------------------------------------
