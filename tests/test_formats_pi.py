@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from formats_helpers import CORPUS, json_lines, stored
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sessiondb.formats import FORMATS, base, detect, pi, read_path
 
@@ -258,3 +260,52 @@ def test_a_big_file_reads_in_flat_resident_memory(tmp_path: Path) -> None:
 
     small, big = growth(20_000), growth(80_000)
     assert big - small < 8_000_000, (small, big)
+
+
+_IDS = st.sampled_from(["a", "b", "c", "d", "a", "b", "", "x\udc80", None, 0])
+_TREE_LINE = st.builds(
+    lambda kind, entry_id, parent: (
+        msg(kind, f"{kind} text", id=entry_id, parentId=parent)
+        if kind in ("user", "assistant")
+        else {"type": kind, "id": entry_id, "parentId": parent}
+    ),
+    st.sampled_from(["user", "assistant", "label"]),
+    _IDS,
+    _IDS,
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(_TREE_LINE, max_size=12))
+def test_fuzzed_trees_hide_what_is_off_the_branch_spilled_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[dict[str, Any]]
+) -> None:
+    """Repeated ids, forward links, cycles, self-parents, ids that are not text: the
+    messages hidden are those the ids say are off the last id's branch, and a read
+    with its indexes on disk from the first entry gives the same records."""
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2025-11-20T23:33:50Z"}
+    path = write(tmp_path / "tree.jsonl", [header, *lines])
+    (session,) = read_path(path)
+    records = list(session.records)
+    body, tombstones = records[: len(lines)], records[len(lines) :]
+    # The branch as the ids tell it: the first line of an id is the one it names.
+    first: dict[str, int] = {}
+    parents: dict[str, Any] = {}
+    for position, line in enumerate(lines):
+        if isinstance(line["id"], str) and line["id"] not in first:
+            first[line["id"]] = position
+            parents[line["id"]] = line["parentId"]
+    branch: set[str] = set()
+    cursor = next(reversed(first), None)
+    while isinstance(cursor, str) and cursor not in branch:
+        branch.add(cursor)
+        cursor = parents.get(cursor)
+    hidden = [p for i, p in first.items() if body[p].kind == "message" and i not in branch]
+    assert [t.target for t in tombstones] == hidden
+    with monkeypatch.context() as spill:
+        count_disk_maps(spill, threshold=1)
+        spill.setattr(pi, "SPILL_CHECK", 1)
+        (again,) = read_path(path)
+        assert list(again.records) == records
