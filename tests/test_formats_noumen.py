@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sessiondb.errors import ImportFormatError
-from sessiondb.formats import FORMATS, detect, read_path
+from sessiondb.formats import FORMATS, base, detect, noumen, read_path
 from sessiondb.models import Record
 
 NOUMEN = FORMATS["noumen"]
@@ -343,3 +343,85 @@ def test_fuzzed_files_round_trip_or_report(tmp_path: Path, lines: list[Any], tai
     for record in records:
         if record.message is not None:
             assert isinstance(record.message.to_wire()["content"], list)
+
+
+def big_session(path: Path, count: int) -> Path:
+    """About ``count`` lines, for reading past the spill threshold: tool calls and their
+    results, a compaction (boundary and summary) every 500 lines, uuids repeated long
+    after they were first read, lines with no uuid or one that cannot be a key."""
+    lines: list[Any] = []
+    last: str | None = None
+
+    def line(kind: str, uuid: Any, i: int, **fields: Any) -> dict[str, Any]:
+        at = f"2026-03-01T{10 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000Z"
+        return {
+            "type": kind,
+            "uuid": uuid,
+            "parentUuid": last,
+            "sessionId": SID,
+            "timestamp": at,
+            **fields,
+        }
+
+    for i in range(count):
+        uuid = f"u{i}"
+        if i % 89 == 10 and i > 100:
+            uuid = f"u{i - 60}"  # read before: no key
+        if i % 500 == 250:
+            lines.append(line("compact-boundary", uuid, i, tokensBefore=i))
+            last = uuid
+            summary = {"role": "user", "content": f"summary {i}"}
+            lines.append(line("summary", f"s{i}", i, message=summary))
+            last = f"s{i}"
+            continue
+        if i % 3 == 1:
+            call = {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": "{}"},
+            }
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+        elif i % 3 == 2:
+            message = {"role": "tool", "tool_call_id": f"call_{i - 1}", "content": f"out {i}"}
+        else:
+            message = {"role": "user", "content": f"user {i}"}
+        lines.append(line("message", uuid, i, message=message))
+        last = uuid
+    lines.insert(10, line("message", "", 10, message={"role": "user", "content": "no key"}))
+    lines.insert(20, {"type": "metadata", "sessionId": SID, "metadata": {"n": 1}})
+    lines.insert(30, line("custom-title", "x\udc80", 30, title="Big"))
+    return write(path, lines)
+
+
+def count_disk_maps(monkeypatch: pytest.MonkeyPatch, threshold: int) -> list[base.DiskMap]:
+    """Lower the spill threshold (looked at every 16 lines); the disk maps made."""
+    monkeypatch.setattr(noumen, "SPILL_CHECK", 16)
+    monkeypatch.setattr(base, "SPILL_ENTRIES", threshold)
+    made: list[base.DiskMap] = []
+    real = base.DiskMap.__init__
+
+    def counting(self: base.DiskMap, items: dict[str, Any]) -> None:
+        made.append(self)
+        real(self, items)
+
+    monkeypatch.setattr(base.DiskMap, "__init__", counting)
+    return made
+
+
+def test_a_file_past_the_spill_threshold_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = big_session(tmp_path / f"{SID}.jsonl", 3_000)
+
+    def read() -> tuple[Any, ...]:
+        (session,) = read_path(path, format="noumen", strict=True)
+        records = list(session.records)
+        return session.key, records, session.details, session.bad_lines
+
+    in_memory = read()
+    records = in_memory[1]
+    assert [r.kind for r in records].count("compaction") == 6
+    assert sum(r.uuid is None for r in records) > 30  # the repeated and odd uuids
+    made = count_disk_maps(monkeypatch, threshold=100)
+    assert read() == in_memory
+    assert len(made) == 1  # the uuids handed out moved to disk

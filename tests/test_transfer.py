@@ -981,3 +981,44 @@ async def test_a_prune_record_survives_the_native_round_trip(
     assert await store.records(sid, include_tombstoned=True) == before
     assert await store.context(sid) == context
     assert context[2].text() == "[pruned]"
+
+
+# -- readers past their spill threshold ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["pi", "noumen"])
+async def test_a_file_past_the_spill_threshold_imports_as_in_memory(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """Read with its indexes moved to disk, a big file gives the session it gives read
+    in memory (records, context, session row) and exports line for line."""
+    if fmt == "pi":
+        from test_formats_pi import big_tree as generate
+        from test_formats_pi import count_disk_maps
+    else:
+        from test_formats_noumen import SID, count_disk_maps
+        from test_formats_noumen import big_session as generate
+    (tmp_path / "in").mkdir()
+    source = generate(tmp_path / "in" / ("big.jsonl" if fmt == "pi" else f"{SID}.jsonl"), 3_000)
+
+    async def imported() -> tuple[Any, ...]:
+        report = await store.import_path(source, format=fmt, strict=True)
+        assert report.failures == [] and report.created == 1
+        (sid,) = report.session_ids
+        records = await store.records(sid, include_tombstoned=True)
+        return sid, records, await store.context(sid), await store.get_session(sid)
+
+    with monkeypatch.context() as spill:
+        made = count_disk_maps(spill, threshold=20)
+        spilled = await imported()
+        assert made  # the reader's indexes did move to disk
+    sid, records, context, _ = spilled
+    assert len(records) > 3_000 and len(context) > 100
+    assert any(r.compaction is not None for r in records)
+    if fmt == "pi":
+        assert sum(r.tombstone is not None for r in records) > 1_000
+    (out,) = await store.export_session(sid, tmp_path / "out", format=fmt)
+    assert out.name == source.name
+    assert json_lines(out) == json_lines(source)
+    await store.delete_session(sid)
+    assert await imported() == spilled

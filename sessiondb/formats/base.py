@@ -437,18 +437,29 @@ def format_time(at: datetime) -> str:
 
 
 class UuidKeys:
-    """Hands out each external uuid once per session (the store's key is unique)."""
+    """Hands out each external uuid once per session (the store's key is unique).
+
+    The uuids handed out stay a dict until :meth:`spill` finds ``SPILL_ENTRIES`` of
+    them, then move to a :class:`DiskMap`; :meth:`close` drops that file.
+    """
 
     def __init__(self) -> None:
-        self._seen: set[str] = set()
+        self._seen: dict[str, Any] | DiskMap = {}
 
     def claim(self, value: Any) -> str | None:
         if not isinstance(value, str) or not value or value in self._seen:
             return None
         if not _encodable(value):
             return None
-        self._seen.add(value)
+        self._seen[value] = 1
         return value
+
+    def spill(self) -> None:
+        self._seen = spilled(self._seen)
+
+    def close(self) -> None:
+        if isinstance(self._seen, DiskMap):
+            self._seen.close()
 
 
 def _encodable(text: str) -> bool:

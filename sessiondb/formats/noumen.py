@@ -108,8 +108,15 @@ class NoumenFormat:
         return [path]
 
 
+# Lines between two looks at the size of the reader's uuid index.
+SPILL_CHECK = 1024
+
+
 @dataclass
 class _Reader:
+    """Reads one session file; what it keeps per line, the uuids handed out as the
+    store's keys, moves to a temporary file when it grows (:class:`UuidKeys`)."""
+
     session: ImportedSession
     strict: bool
     keys: UuidKeys = field(default_factory=UuidKeys)
@@ -117,9 +124,14 @@ class _Reader:
     tokens_before: int | None = None
 
     def records(self, path: Path) -> Iterator[ImportedRecord]:
-        for line in read_lines(path):
-            yield self.record(line)
-            self.position += 1
+        try:
+            for line in read_lines(path):
+                yield self.record(line)
+                self.position += 1
+                if not self.position % SPILL_CHECK:
+                    self.keys.spill()
+        finally:
+            self.keys.close()
 
     def record(self, line: Line) -> ImportedRecord:
         if line.error is not None:

@@ -23,6 +23,7 @@ appended after the file's records and marked ``{"pi": {"synthetic": true}}``.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,11 +32,12 @@ from typing import Any
 from .. import jsoncodec
 from ..models import Record, SessionInfo, wire_message_error
 from .base import (
+    DiskMap,
     ImportedRecord,
     ImportedSession,
     Line,
     StoredRecord,
-    UuidKeys,
+    _encodable,
     bad_line,
     dump_line,
     dump_stored_line,
@@ -47,6 +49,7 @@ from .base import (
     raw_payload,
     read_lines,
     sniff_values,
+    spilled,
 )
 
 NAME = "pi"
@@ -119,30 +122,56 @@ def _chain(
         yield from rest
 
 
+# Lines between two looks at the size of the reader's indexes.
+SPILL_CHECK = 1024
+# Flags of an entry in the branch walk.
+_MESSAGE = 1
+_ON_BRANCH = 2
+_NO_PARENT = -1
+_PENDING = -2  # the parent's id was not seen yet: resolved at the end
+
+
 @dataclass
 class _Reader:
+    """Reads one session file; keeps per line with an id (a *node*, numbered in file
+    order) only what the branch walk and ``firstKeptEntryId`` need: its parent node and
+    its record position in arrays and whether it is a message in flags (17 bytes a
+    node), and in indexes that move to a temporary file when they grow
+    (:func:`~sessiondb.formats.base.spilled`) the id -> node map and the parent ids
+    not yet seen (forward links).
+    """
+
     session: ImportedSession
     strict: bool
-    keys: UuidKeys = field(default_factory=UuidKeys)
     version: int = 1
-    positions: dict[str, int] = field(default_factory=dict)
-    parents: dict[str, str | None] = field(default_factory=dict)
-    message_ids: list[tuple[str, int]] = field(default_factory=list)
-    last_id: str | None = None
+    index: dict[str, Any] | DiskMap = field(default_factory=dict)  # id -> node
+    parents: array[int] = field(default_factory=lambda: array("q"))
+    positions: array[int] = field(default_factory=lambda: array("q"))
+    flags: bytearray = field(default_factory=bytearray)
+    # node -> its parent's id, while that id is not yet seen (a forward link)
+    pending: dict[str, Any] | DiskMap = field(default_factory=dict)
     position: int = 0
 
     def records(self, path: Path) -> Iterator[ImportedRecord]:
-        header_seen = False
-        for line in read_lines(path):
-            if not header_seen:
-                header_seen = True
-                if isinstance(line.value, dict) and line.value.get("type") == "session":
-                    self.header(line.value)
-                    continue
-                bad_line(self.session, line, "the first line is not a session header", self.strict)
-            yield self.record(line)
-            self.position += 1
-        yield from self.off_branch()
+        try:
+            header_seen = False
+            for line in read_lines(path):
+                if not header_seen:
+                    header_seen = True
+                    if isinstance(line.value, dict) and line.value.get("type") == "session":
+                        self.header(line.value)
+                        continue
+                    reason = "the first line is not a session header"
+                    bad_line(self.session, line, reason, self.strict)
+                yield self.record(line)
+                self.position += 1
+                if not self.position % SPILL_CHECK:
+                    self.index, self.pending = spilled(self.index), spilled(self.pending)
+            yield from self.off_branch()
+        finally:
+            for index in (self.index, self.pending):
+                if isinstance(index, DiskMap):
+                    index.close()
 
     def header(self, value: dict[str, Any]) -> None:
         version = value.get("version", 1)
@@ -177,7 +206,9 @@ class _Reader:
             self.session.details.model = self.session.details.model or value["modelId"]
         if record is None:
             record = ImportedRecord("entry", entry_payload(NAME, value), created_at=at)
-        uuid = self.keys.claim(entry_id)
+        # The store's key: an id not seen before (an id seen before is in the index).
+        known = entry_id is not None and entry_id in self.index
+        uuid = entry_id if entry_id and not known and _encodable(entry_id) else None
         record = ImportedRecord(
             record.kind,
             record.payload,
@@ -187,13 +218,25 @@ class _Reader:
             first_kept=record.first_kept,
             checked=record.checked,
         )
-        if entry_id is not None and entry_id not in self.positions:
-            self.positions[entry_id] = self.position
-            self.parents[entry_id] = parent
-            self.last_id = entry_id
-            if record.kind == "message":
-                self.message_ids.append((entry_id, self.position))
+        if entry_id is not None and not known:
+            self.remember(entry_id, parent, record.kind == "message")
         return record
+
+    def remember(self, entry_id: str, parent: str | None, message: bool) -> None:
+        """A new node for the first line with ``entry_id``."""
+        node = len(self.positions)
+        parent_node = _NO_PARENT
+        if parent is not None:
+            found = self.index.get(parent)
+            if found is None:
+                parent_node = _PENDING
+                self.pending[str(node)] = parent
+            else:
+                parent_node = found
+        self.index[entry_id] = node
+        self.parents.append(parent_node)
+        self.positions.append(self.position)
+        self.flags.append(_MESSAGE if message else 0)
 
     def message(self, value: dict[str, Any], at: Any, exact: bool) -> ImportedRecord | None:
         message = value.get("message")
@@ -219,7 +262,8 @@ class _Reader:
             return None
         first: int | None = None
         if isinstance(value.get("firstKeptEntryId"), str):
-            first = self.positions.get(value["firstKeptEntryId"])
+            node = self.index.get(value["firstKeptEntryId"])
+            first = None if node is None else self.positions[node]
         elif isinstance(value.get("firstKeptEntryIndex"), int):
             index = value["firstKeptEntryIndex"]
             first = index - 1 if 1 <= index <= self.position + 1 else None
@@ -235,19 +279,26 @@ class _Reader:
         return ImportedRecord("compaction", payload, created_at=at, first_kept=first)
 
     def off_branch(self) -> Iterator[ImportedRecord]:
-        if self.version < 2 or self.last_id is None:
+        """Tombstones for the messages off the branch of the last line with an id."""
+        count = len(self.positions)
+        if self.version < 2 or not count:
             return
-        branch: set[str] = set()
-        cursor: str | None = self.last_id
-        while cursor is not None and cursor not in branch:
-            branch.add(cursor)
-            cursor = self.parents.get(cursor)
-        for entry_id, position in self.message_ids:
-            if entry_id not in branch:
+        parents, flags = self.parents, self.flags
+        for node in range(count):
+            if parents[node] == _PENDING:
+                found = self.index.get(self.pending[str(node)])
+                parents[node] = _NO_PARENT if found is None else found
+        # From the last node up its parents; a cycle ends where it meets the branch.
+        cursor = count - 1
+        while cursor >= 0 and not flags[cursor] & _ON_BRANCH:
+            flags[cursor] |= _ON_BRANCH
+            cursor = parents[cursor]
+        for node in range(count):
+            if flags[node] == _MESSAGE:  # a message, not on the branch
                 yield ImportedRecord(
                     "tombstone",
                     {"reason": "off the active branch", KEY: {"synthetic": True}},
-                    target=position,
+                    target=self.positions[node],
                 )
 
 
