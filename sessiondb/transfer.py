@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import logging
+import queue
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -953,7 +953,8 @@ async def export_all(
     """Export every session of the store's namespace under ``out_dir``: id -> paths.
 
     Reads the namespace's records with one keyset-paginated statement in
-    ``(session_id, seq)`` order and writes each session as its last row arrives; a fork
+    ``(session_id, seq)`` order while a thread writes them, each session's file(s) as
+    its rows stream by: memory holds a few batches, however long a session is. A fork
     that inherits records reads its lineage on its own, as :func:`export_session` does.
 
     Raises:
@@ -976,34 +977,31 @@ async def export_all(
     # A fork past seq 0 exports its parent's records too (in the formats that need them).
     forks = [i for i, info in infos.items() if info.parent_id is not None and info.fork_seq]
     bulk = {i: info for i, info in infos.items() if not (info.parent_id and info.fork_seq)}
-    written: dict[str, list[Path]] = {}
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        held: list[Any] = []  # the rows of the session whose last row may be still to come
-
-        def read(after: tuple[str, int] | None) -> asyncio.Future[list[Any]]:
-            bound = q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH)
-            return asyncio.ensure_future(backend.fetch(bound))
-
-        # The next batch is read while this one is written (a third less time on SQLite).
-        pending = read(None)
+        batches: queue.Queue[list[Any] | None] = queue.Queue(maxsize=EXPORT_AHEAD)
+        writing = asyncio.ensure_future(
+            asyncio.to_thread(_write_stream, fmt, bulk, batches, folder)
+        )
         try:
-            while True:
-                rows = await pending
-                last = len(rows) < EXPORT_BATCH
-                if not last:
-                    pending = read((rows[-1][0], int(rows[-1][1])))
-                groups = [(i, list(g)) for i, g in itertools.groupby([*held, *rows], key=_first)]
-                # The last session's rows may go on in the next batch.
-                held = groups.pop()[1] if groups and not last else []
-                ready = [(bulk[i], group) for i, group in groups if i in bulk]
-                written.update(await asyncio.to_thread(_write_sessions, fmt, ready, folder))
-                if last:
+            after: tuple[str, int] | None = None
+            while not writing.done():
+                rows = await backend.fetch(
+                    q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH)
+                )
+                if rows:
+                    await _hand_over(batches, rows, writing)
+                if len(rows) < EXPORT_BATCH:
                     break
-        finally:
-            if not pending.done():
-                pending.cancel()
-                await asyncio.gather(pending, return_exceptions=True)
+                after = (rows[-1][0], int(rows[-1][1]))
+        except BaseException:
+            # The writer stops at once (the file it was writing stays short), then this
+            # failure goes on.
+            await _hand_over(batches, _ABORT, writing)
+            await asyncio.gather(writing, return_exceptions=True)
+            raise
+        await _hand_over(batches, None, writing)
+        written = await writing
         # Sessions without records are an empty file each.
         empty: list[tuple[SessionInfo, list[Any]]] = [
             (info, []) for i, info in bulk.items() if i not in written
@@ -1016,8 +1014,64 @@ async def export_all(
     return {i: written[i] for i in infos if i in written}
 
 
-def _first(row: Any) -> Any:
-    return row[0]
+# Batches read ahead of the export's writer (each EXPORT_BATCH rows).
+EXPORT_AHEAD = 2
+# Put in the writer's queue when the reading failed: the writer stops where it is.
+_ABORT: list[Any] = []
+
+
+class _Aborted(Exception):
+    pass
+
+
+async def _hand_over(
+    batches: queue.Queue[list[Any] | None], rows: list[Any] | None, writing: asyncio.Future[Any]
+) -> None:
+    """Put ``rows`` in the writer's queue without blocking the event loop; give up if
+    the writer has stopped (its error is raised when it is awaited)."""
+    while not writing.done():
+        try:
+            batches.put_nowait(rows)
+            return
+        except queue.Full:
+            await asyncio.sleep(0.002)
+
+
+def _write_stream(
+    fmt: Format,
+    infos: dict[str, SessionInfo],
+    batches: queue.Queue[list[Any] | None],
+    folder: Path,
+) -> dict[str, list[Path]]:
+    """Write the sessions of the rows in ``batches`` (in ``(session_id, seq)`` order,
+    ``None`` after the last) as they come; rows of a session not in ``infos`` are
+    passed over."""
+    rows = _rows_of(batches)
+    written: dict[str, list[Path]] = {}
+    row = next(rows, None)
+    while row is not None:
+        session_id = row[0]
+
+        def records(session_id: str = session_id) -> Iterator[StoredRecord]:
+            nonlocal row
+            while row is not None and row[0] == session_id:
+                sid, seq, kind, at, uuid, payload = row
+                row = next(rows, None)
+                yield StoredRecord(sid, seq, kind, at, uuid, None, payload)
+
+        info = infos.get(session_id)
+        if info is not None:
+            written[session_id] = fmt.write_stored(info, records(), folder)
+        for _ in records():  # what the writer left of the session
+            pass
+    return written
+
+
+def _rows_of(batches: queue.Queue[list[Any] | None]) -> Iterator[Any]:
+    while (batch := batches.get()) is not None:
+        if batch is _ABORT:
+            raise _Aborted
+        yield from batch
 
 
 def _write_sessions(

@@ -1,0 +1,82 @@
+"""export_all streams: a session's rows go to its file as they are read, so memory
+holds a few batches however long the session is, and a failed read stops the export
+with the error instead of writing a short file as if it were whole."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import sql_helpers as sql
+
+from sessiondb import DatabaseUnavailableError, SessionStore, transfer
+
+RECORDS = 2_000
+TEXT = 2_000  # characters a message: the session holds about 4 MB of text
+
+
+async def _long_session(store: SessionStore) -> str:
+    sid = (await store.create_session()).id
+    for start in range(0, RECORDS, 500):
+        await store.append(
+            sid,
+            [
+                {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i:05d} " + "x" * TEXT}
+                for i in range(start, start + 500)
+            ],
+        )
+    return sid
+
+
+@pytest.mark.parametrize("fmt", ["native", "claude-code"])
+async def test_a_long_session_is_exported_in_flat_memory(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    sid = await _long_session(store)
+    monkeypatch.setattr(transfer, "EXPORT_BATCH", 50)
+    tracemalloc.start()
+    try:
+        written = await store.export_all(tmp_path / "out", format=fmt)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Held whole, the session took 6 MB; streamed, a few batches of 50 and the file's
+    # 1 MB buffer.
+    assert peak < 3_000_000, peak
+    lines = [json.loads(line) for line in written[sid][0].read_text().splitlines()]
+    assert len(lines) == RECORDS
+    texts = json.dumps(lines)
+    assert all(f"{i:05d} x" in texts for i in (0, 999, RECORDS - 1))
+
+
+async def test_a_failed_read_stops_the_export_with_its_error(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await _long_session(store)
+    monkeypatch.setattr(transfer, "EXPORT_BATCH", 100)
+    reads = 0
+    fetch = store._backend.fetch
+
+    async def failing(bound: object) -> object:
+        nonlocal reads
+        stmt = bound[0]  # type: ignore[index]
+        if "sessiondb_records" in str(stmt) and "sessiondb_sessions.namespace" in str(stmt):
+            reads += 1
+            if reads == 5:
+                # What the backend raises when the server goes away mid-export.
+                raise DatabaseUnavailableError("the server went away")
+        return await fetch(bound)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store._backend, "fetch", failing)
+    with pytest.raises(DatabaseUnavailableError, match="the server went away"):
+        await store.export_all(tmp_path / "out", format="native")
+    assert reads == 5
+    # Nothing was committed or changed in the database by the failed export.
+    assert (
+        await sql.scalar(
+            store, f"SELECT count(*) FROM sessiondb_records WHERE session_id = '{sid}'"
+        )
+        == RECORDS
+    )
