@@ -32,7 +32,7 @@ import asyncio
 import hashlib
 import logging
 import queue
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -928,17 +928,26 @@ async def export_session(
     fmt = get_format(format)
     await store._settle_background()  # the statistics of an import just made
     info = await store.get_session(session_id)
-    rows = await store._backend.fetch(
-        q.lineage_records(
-            session_id, store.namespace, include_tombstoned=True, include_superseded=True
+
+    async def read(after: Any) -> list[Any]:
+        return await store._backend.fetch(
+            q.lineage_records(
+                session_id,
+                store.namespace,
+                include_tombstoned=True,
+                include_superseded=True,
+                from_seq=None if after is None else after + 1,
+                limit=EXPORT_BATCH,
+            )
         )
-    )
+
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        return await asyncio.to_thread(_write_session, fmt, info, rows, folder)
+        written = await _export_rows(fmt, read, _seq_of, folder, {info.id: info}, whole=True)
     except OSError as exc:
         raise InvalidInputError(f"cannot write session {session_id} to {folder}: {exc}") from exc
+    return written[info.id]
 
 
 # Rows per read of export_all: ~5,000 keep a batch a few MB and its round trip ~1% of
@@ -977,31 +986,15 @@ async def export_all(
     # A fork past seq 0 exports its parent's records too (in the formats that need them).
     forks = [i for i, info in infos.items() if info.parent_id is not None and info.fork_seq]
     bulk = {i: info for i, info in infos.items() if not (info.parent_id and info.fork_seq)}
+
+    async def read(after: Any) -> list[Any]:
+        return await backend.fetch(
+            q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH)
+        )
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        batches: queue.Queue[list[Any] | None] = queue.Queue(maxsize=EXPORT_AHEAD)
-        writing = asyncio.ensure_future(
-            asyncio.to_thread(_write_stream, fmt, bulk, batches, folder)
-        )
-        try:
-            after: tuple[str, int] | None = None
-            while not writing.done():
-                rows = await backend.fetch(
-                    q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH)
-                )
-                if rows:
-                    await _hand_over(batches, rows, writing)
-                if len(rows) < EXPORT_BATCH:
-                    break
-                after = (rows[-1][0], int(rows[-1][1]))
-        except BaseException:
-            # The writer stops at once (the file it was writing stays short), then this
-            # failure goes on.
-            await _hand_over(batches, _ABORT, writing)
-            await asyncio.gather(writing, return_exceptions=True)
-            raise
-        await _hand_over(batches, None, writing)
-        written = await writing
+        written = await _export_rows(fmt, read, _key_of, folder, bulk, whole=False)
         # Sessions without records are an empty file each.
         empty: list[tuple[SessionInfo, list[Any]]] = [
             (info, []) for i, info in bulk.items() if i not in written
@@ -1016,6 +1009,51 @@ async def export_all(
 
 # Batches read ahead of the export's writer (each EXPORT_BATCH rows).
 EXPORT_AHEAD = 2
+
+
+def _key_of(row: Any) -> tuple[str, int]:
+    return (row[0], int(row[1]))
+
+
+def _seq_of(row: Any) -> int:
+    return int(row[1])
+
+
+async def _export_rows(
+    fmt: Format,
+    read: Callable[[Any], Awaitable[list[Any]]],
+    key: Callable[[Any], Any],
+    folder: Path,
+    infos: dict[str, SessionInfo],
+    *,
+    whole: bool,
+) -> dict[str, list[Path]]:
+    """Read rows in keyset batches (``read(None)``, then ``read(key(last row))``) while a
+    thread writes them (:func:`_write_stream`); memory holds a few batches. ``whole``:
+    every row belongs to the one session in ``infos`` (a lineage: ancestors' rows too)."""
+    batches: queue.Queue[list[Any] | None] = queue.Queue(maxsize=EXPORT_AHEAD)
+    writing = asyncio.ensure_future(
+        asyncio.to_thread(_write_stream, fmt, infos, batches, folder, whole)
+    )
+    try:
+        after: Any = None
+        while not writing.done():
+            rows = await read(after)
+            if rows:
+                await _hand_over(batches, rows, writing)
+            if len(rows) < EXPORT_BATCH:
+                break
+            after = key(rows[-1])
+    except BaseException:
+        # The writer stops at once (the file it was writing stays short), then this
+        # failure goes on.
+        await _hand_over(batches, _ABORT, writing)
+        await asyncio.gather(writing, return_exceptions=True)
+        raise
+    await _hand_over(batches, None, writing)
+    return await writing
+
+
 # Put in the writer's queue when the reading failed: the writer stops where it is.
 _ABORT: list[Any] = []
 
@@ -1042,12 +1080,20 @@ def _write_stream(
     infos: dict[str, SessionInfo],
     batches: queue.Queue[list[Any] | None],
     folder: Path,
+    whole: bool,
 ) -> dict[str, list[Path]]:
     """Write the sessions of the rows in ``batches`` (in ``(session_id, seq)`` order,
     ``None`` after the last) as they come; rows of a session not in ``infos`` are
-    passed over."""
+    passed over. ``whole``: the rows are the one session of ``infos``, in seq order."""
     rows = _rows_of(batches)
     written: dict[str, list[Path]] = {}
+    if whole:
+        (one,) = infos.values()
+        stored = (StoredRecord(s, seq, k, at, u, None, p) for s, seq, k, at, u, p in rows)
+        written[one.id] = fmt.write_stored(one, stored, folder)
+        for _ in rows:  # what the writer left
+            pass
+        return written
     row = next(rows, None)
     while row is not None:
         session_id = row[0]

@@ -31,24 +31,35 @@ async def _long_session(store: SessionStore) -> str:
 
 
 @pytest.mark.parametrize("fmt", ["native", "claude-code"])
+@pytest.mark.parametrize("how", ["export_all", "export_session", "a fork"])
 async def test_a_long_session_is_exported_in_flat_memory(
-    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, how: str
 ) -> None:
     sid = await _long_session(store)
+    if how == "a fork":  # its lineage: the parent's rows, then its own
+        sid = (await store.fork(sid, at_seq=RECORDS - 1)).id
+        await store.append(sid, [{"role": "assistant", "content": "forked " + "x" * TEXT}])
     monkeypatch.setattr(transfer, "EXPORT_BATCH", 50)
     tracemalloc.start()
     try:
-        written = await store.export_all(tmp_path / "out", format=fmt)
+        if how == "export_all":
+            paths = (await store.export_all(tmp_path / "out", format=fmt))[sid]
+        else:
+            paths = await store.export_session(sid, tmp_path / "out", format=fmt)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     # Held whole, the session took 6 MB; streamed, a few batches of 50 and the file's
     # 1 MB buffer.
     assert peak < 3_000_000, peak
-    lines = [json.loads(line) for line in written[sid][0].read_text().splitlines()]
-    assert len(lines) == RECORDS
+    lines = [json.loads(line) for line in paths[0].read_text().splitlines()]
     texts = json.dumps(lines)
-    assert all(f"{i:05d} x" in texts for i in (0, 999, RECORDS - 1))
+    if how == "a fork" and fmt == "native":
+        assert len(lines) == 1 and "forked x" in texts  # the parent's rows go with it
+        return
+    last = "forked x" if how == "a fork" else f"{RECORDS - 1:05d} x"
+    assert len(lines) == RECORDS
+    assert all(text in texts for text in ("00000 x", "00999 x", last))
 
 
 async def test_a_failed_read_stops_the_export_with_its_error(
