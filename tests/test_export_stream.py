@@ -12,6 +12,7 @@ import pytest
 import sql_helpers as sql
 
 from sessiondb import DatabaseUnavailableError, SessionStore, transfer
+from sessiondb.formats import base, claude_code, pi
 
 RECORDS = 2_000
 TEXT = 2_000  # characters a message: the session holds about 4 MB of text
@@ -91,3 +92,36 @@ async def test_a_failed_read_stops_the_export_with_its_error(
         )
         == RECORDS
     )
+
+
+@pytest.mark.parametrize("fmt", ["claude-code", "pi"])
+async def test_the_writers_indexes_on_disk_give_the_same_files(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """The writers' seq -> uuid/id maps (for a tombstone or a compaction made in the
+    database, which name their target by seq) move to disk on long sessions."""
+    sid = (await store.create_session()).id
+    await store.append(
+        sid,
+        [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}", "uuid": f"u-{i}"}
+            for i in range(1, 301)
+        ],
+    )
+    await store.tombstone(sid, 5)
+    await store.tombstone(sid, 250)
+    await store.append_compaction(sid, summary="so far", first_kept_seq=201)
+    in_memory = await store.export_session(sid, tmp_path / "memory", format=fmt)
+    monkeypatch.setattr(base, "SPILL_ENTRIES", 2)
+    monkeypatch.setattr(claude_code, "SPILL_CHECK", 1)
+    monkeypatch.setattr(pi, "SPILL_CHECK", 1)
+    on_disk = await store.export_session(sid, tmp_path / "disk", format=fmt)
+    lines = [json.loads(x) for x in on_disk[0].read_text().splitlines()]
+    assert lines == [json.loads(x) for x in in_memory[0].read_text().splitlines()]
+    if fmt == "claude-code":
+        deleted = [x["deleted_uuid"] for x in lines if x.get("type") == "tombstone"]
+        assert deleted == ["u-5", "u-250"]
+    else:
+        (compaction,) = [x for x in lines if x.get("type") == "compaction"]
+        (kept,) = [x for x in lines if '"m201"' in json.dumps(x.get("message"))]
+        assert compaction["firstKeptEntryId"] == kept["id"]

@@ -730,7 +730,10 @@ class _Writer:
         self.info = info
         self.files: dict[int, IO[bytes]] = {}
         self.paths: list[Path] = []
-        self.uuids: dict[int, str] = {}
+        # str(seq) -> uuid, for a tombstone made in the database (it names its target
+        # by seq); on disk once it is big, so a long session exports in flat memory.
+        self.uuids: dict[str, Any] | DiskMap = {}
+        self.kept = 0  # uuids kept so far
         self.last_uuid: str | None = None
         self.main: IO[bytes] | None = None  # the first file, once open
 
@@ -752,6 +755,8 @@ class _Writer:
             self.out(1)  # an empty session is an empty file
         for stream in self.files.values():
             stream.close()
+        if isinstance(self.uuids, DiskMap):
+            self.uuids.close()
 
     def emit(self, line: Any, part: Any = 1) -> None:
         self.out(part).write(dump_stored_line(line))
@@ -760,7 +765,10 @@ class _Writer:
 
     def record(self, record: StoredRecord) -> None:
         if record.uuid is not None:
-            self.uuids[record.seq] = record.uuid
+            self.uuids[str(record.seq)] = record.uuid
+            self.kept += 1
+            if not self.kept % SPILL_CHECK:
+                self.uuids = spilled(self.uuids)
         payload = record.data
         kind = record.kind
         if kind == "message":
@@ -788,8 +796,7 @@ class _Writer:
             if isinstance(envelope, dict):
                 if "line" in envelope:
                     self.emit(envelope["line"], envelope.get("part"))
-            elif payload["targetSeq"] in self.uuids:
-                target = self.uuids[payload["targetSeq"]]
+            elif (target := self.uuids.get(str(payload["targetSeq"]))) is not None:
                 at = format_time(record.created_at)
                 self.emit({"type": "tombstone", "deleted_uuid": target, "timestamp": at})
         elif record.kind == "entry":

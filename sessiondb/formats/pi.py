@@ -101,16 +101,25 @@ class PiFormat:
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / name
         last_id: str | None = None
-        ids: dict[int, str] = {}  # seq -> id of its line, for a compaction's first kept
-        with open_output(path) as out:
-            out.write(dump_line(header))
-            for record in records:
-                line = _line(record, last_id, ids)
-                if line is not None:
-                    out.write(dump_stored_line(line))
-                    if isinstance(line, dict) and isinstance(line.get("id"), str):
-                        last_id = line["id"]
-                        ids[record.seq] = last_id
+        # str(seq) -> id of its line, for a compaction's first kept (on disk once big).
+        ids: dict[str, Any] | DiskMap = {}
+        kept = 0
+        try:
+            with open_output(path) as out:
+                out.write(dump_line(header))
+                for record in records:
+                    line = _line(record, last_id, ids)
+                    if line is not None:
+                        out.write(dump_stored_line(line))
+                        if isinstance(line, dict) and isinstance(line.get("id"), str):
+                            last_id = line["id"]
+                            ids[str(record.seq)] = last_id
+                            kept += 1
+                            if not kept % SPILL_CHECK:
+                                ids = spilled(ids)
+        finally:
+            if isinstance(ids, DiskMap):
+                ids.close()
         return [path]
 
 
@@ -311,7 +320,7 @@ def _message_line(payload: dict[str, Any]) -> dict[str, Any]:
     return {**envelope["line"], "message": message}
 
 
-def _line(record: StoredRecord, last_id: str | None, ids: dict[int, str]) -> Any:
+def _line(record: StoredRecord, last_id: str | None, ids: dict[str, Any] | DiskMap) -> Any:
     """The pi line of one stored record, or ``None`` for what pi has no line for."""
     payload = record.data
     if record.kind == "message":
@@ -333,7 +342,7 @@ def _line(record: StoredRecord, last_id: str | None, ids: dict[int, str]) -> Any
             "parentId": last_id,
             "timestamp": format_time(record.created_at),
             "summary": payload["summary"],
-            "firstKeptEntryId": ids.get(payload.get("firstKeptSeq", -1)),
+            "firstKeptEntryId": ids.get(str(payload.get("firstKeptSeq", -1))),
             "tokensBefore": payload.get("tokensBefore", 0),
         }
     if record.kind == "entry":
