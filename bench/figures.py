@@ -497,7 +497,7 @@ async def export_files(run: Run, server: Server) -> list[Result]:
             await ours()
             await bare()
             ours_times, bare_times = [], []
-            for _ in range(s.import_reps):
+            for _ in range(s.export_reps):
                 ours_times.append(await ours())
                 bare_times.append(await bare())
         finally:

@@ -40,10 +40,12 @@ class Sizes:
     contended_sessions: int
     contended_reps: int
     # 8, 9. import and export of a generated Claude Code directory: files, lines in all,
-    # timed runs per side; the big file whose import's peak memory is logged (lines)
+    # timed runs per side (export: more, as its floor varies with the page cache's
+    # writeback); the big file whose import's peak memory is logged (lines)
     import_files: int
     import_lines: int
     import_reps: int
+    export_reps: int
     big_file_lines: int
     # 10. OpenAI Agents SDK sessions: items in the long session
     agents_items: int
@@ -77,6 +79,7 @@ FULL = Sizes(
     import_files=200,
     import_lines=100_000,
     import_reps=3,
+    export_reps=7,
     big_file_lines=100_000,
     agents_items=20_000,
 )
@@ -101,6 +104,7 @@ QUICK = replace(
     contended_reps=3,
     import_lines=20_000,
     import_reps=3,
+    export_reps=9,
     big_file_lines=20_000,
 )
 
@@ -129,6 +133,7 @@ TINY = replace(
     import_files=20,
     import_lines=1000,
     import_reps=1,
+    export_reps=1,
     big_file_lines=400,
     agents_items=400,
 )
