@@ -938,7 +938,8 @@ async def export_session(
                 include_superseded=True,
                 from_seq=None if after is None else after + 1,
                 limit=EXPORT_BATCH,
-            )
+            ),
+            plain=True,
         )
 
     folder = Path(out_dir)
@@ -989,7 +990,7 @@ async def export_all(
 
     async def read(after: Any) -> list[Any]:
         return await backend.fetch(
-            q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH)
+            q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH), plain=True
         )
 
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sql_helpers as sql
@@ -71,7 +72,7 @@ async def test_a_failed_read_stops_the_export_with_its_error(
     reads = 0
     fetch = store._backend.fetch
 
-    async def failing(bound: object) -> object:
+    async def failing(bound: object, **options: Any) -> object:
         nonlocal reads
         stmt = bound[0]  # type: ignore[index]
         if "sessiondb_records" in str(stmt) and "sessiondb_sessions.namespace" in str(stmt):
@@ -79,7 +80,7 @@ async def test_a_failed_read_stops_the_export_with_its_error(
             if reads == 5:
                 # What the backend raises when the server goes away mid-export.
                 raise DatabaseUnavailableError("the server went away")
-        return await fetch(bound)  # type: ignore[arg-type]
+        return await fetch(bound, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store._backend, "fetch", failing)
     with pytest.raises(DatabaseUnavailableError, match="the server went away"):

@@ -263,10 +263,10 @@ class PostgresBackend:
                         raise translate(exc, self._where, self._timeout) from exc
         return self._pool
 
-    async def fetch(self, bound: q.Bound) -> list[Row]:
+    async def fetch(self, bound: q.Bound, *, plain: bool = False) -> list[Row]:
         stmt, params = bound
         raw = self._compile(stmt)
-        args = raw.args(params)
+        args = raw.args(params)  # asyncpg's records read by position as cheaply
 
         async def run(conn: Any) -> list[Row]:
             return list(await conn.fetch(raw.sql, *args))

@@ -110,6 +110,14 @@ _UNIQUE: dict[tuple[str, ...], str] = {
 }
 
 
+def _rows(conn: sqlite3.Connection, sql: str, args: list[Any], plain: bool) -> list[Any]:
+    """All rows of ``sql``: :class:`sqlite3.Row` objects, or tuples if ``plain``."""
+    cursor = conn.cursor()
+    if plain:
+        cursor.row_factory = None
+    return cursor.execute(sql, args).fetchall()
+
+
 def translate(exc: BaseException, path: str) -> BaseException:
     """The sessiondb error for a ``sqlite3`` error, by SQLite's error code; anything
     else passes through unchanged."""
@@ -305,27 +313,27 @@ class SQLiteBackend:
 
     # -- the seam ---------------------------------------------------------------------
 
-    async def fetch(self, bound: q.Bound) -> list[Row]:
+    async def fetch(self, bound: q.Bound, *, plain: bool = False) -> list[Row]:
         stmt, params = bound
         raw = self._compile(stmt)
         args = _bind_all(raw.args(params))
-        return await retrying(lambda: self._fetch_once(raw, args))
+        return await retrying(lambda: self._fetch_once(raw, args, plain))
 
-    async def _fetch_once(self, raw: Compiled, args: list[Any]) -> list[Row]:
+    async def _fetch_once(self, raw: Compiled, args: list[Any], plain: bool = False) -> list[Row]:
         self._check_open()
         try:
             if self._readers is None:
                 async with self._turn:
-                    rows = self._writer_conn().execute(raw.sql, args).fetchall()
+                    rows = _rows(self._writer_conn(), raw.sql, args, plain)
                 await asyncio.sleep(0)  # ran inline: let other tasks have a turn
                 return rows
 
             if self._short_reads.get(raw.sql, False):
-                return await self._read_inline(raw.sql, args)
+                return await self._read_inline(raw.sql, args, plain)
 
             def read() -> list[Row]:
                 started = time.perf_counter()
-                rows = self._reader().execute(raw.sql, args).fetchall()
+                rows = _rows(self._reader(), raw.sql, args, plain)
                 self._short_reads[raw.sql] = time.perf_counter() - started < INLINE_READ_SECONDS
                 return rows
 
@@ -333,13 +341,13 @@ class SQLiteBackend:
         except Exception as exc:
             raise translate(exc, self._path) from exc
 
-    async def _read_inline(self, sql: str, args: list[Any]) -> list[Row]:
+    async def _read_inline(self, sql: str, args: list[Any], plain: bool = False) -> list[Row]:
         """A read on the event loop's thread, for a statement whose last run was short:
         the hop to a reader thread and back (~190 µs here) cost more than the read."""
         if self._inline_reader is None:
             self._inline_reader = connect(self._path)
         started = time.perf_counter()
-        rows = self._inline_reader.execute(sql, args).fetchall()
+        rows = _rows(self._inline_reader, sql, args, plain)
         self._short_reads[sql] = time.perf_counter() - started < INLINE_READ_SECONDS
         await asyncio.sleep(0)  # let other tasks run, as an await of real I/O would
         return rows
