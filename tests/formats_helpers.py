@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sessiondb import jsoncodec
-from sessiondb.formats import ImportedRecord, ImportedSession
+from sessiondb.formats import ImportedRecord, ImportedSession, base
 from sessiondb.formats.base import parse_json
 from sessiondb.models import Compaction, Message, Metrics, Record, SessionInfo, Tombstone
 
@@ -92,3 +93,45 @@ def json_lines(path: Path) -> list[Any]:
         except (ValueError, UnicodeDecodeError):
             out.append(("not json", raw))
     return out
+
+
+def claude_code_project(folder: Path, files: int, lines: int, padding: int = 0) -> Path:
+    """A Claude Code project directory of ``files`` transcripts of ``lines`` lines each
+    (user and assistant alternating, each a chain on the one before), each line
+    ``padding`` characters longer; file stems start with the folder's name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        stem = f"{folder.name}-{f:03d}"
+        with (folder / f"{stem}.jsonl").open("w") as out:
+            parent = None
+            for i in range(lines):
+                role = "user" if i % 2 == 0 else "assistant"
+                uuid = f"{stem}-{i:05d}"
+                text = f"{i} {'x' * padding}" if padding else f"{i}"
+                line = {
+                    "type": role,
+                    "uuid": uuid,
+                    "parentUuid": parent,
+                    "sessionId": stem,
+                    "timestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                    "message": {"role": role, "content": [{"type": "text", "text": text}]},
+                }
+                out.write(json.dumps(line) + "\n")
+                parent = uuid
+    return folder
+
+
+def count_disk_maps(monkeypatch: Any, module: Any, threshold: int) -> list[base.DiskMap]:
+    """Lower the spill threshold of a reader ``module`` (looked at every 16 lines); the
+    disk maps made."""
+    monkeypatch.setattr(module, "SPILL_CHECK", 16)
+    monkeypatch.setattr(base, "SPILL_ENTRIES", threshold)
+    made: list[base.DiskMap] = []
+    real = base.DiskMap.__init__
+
+    def counting(self: base.DiskMap, items: dict[str, Any]) -> None:
+        made.append(self)
+        real(self, items)
+
+    monkeypatch.setattr(base.DiskMap, "__init__", counting)
+    return made

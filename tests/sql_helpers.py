@@ -45,3 +45,12 @@ async def execute(store: SessionStore, stmt: str | Executable, **params: Any) ->
 async def run_sync(store: SessionStore, fn: Callable[[Connection], T]) -> T:
     """``fn`` on a SQLAlchemy connection to the store's database (committed after)."""
     return await store._backend.run_sync(fn)
+
+
+def literal(value: Any) -> str:
+    """A test's parameter written into SQL text (for EXPLAIN of a prepared statement):
+    an integer, or a string without quotes."""
+    if isinstance(value, int):
+        return str(value)
+    assert isinstance(value, str) and "'" not in value
+    return f"'{value}'"

@@ -42,18 +42,11 @@ async def _generic_plan(store: SessionStore, url: str, bound: q.Bound) -> list[s
     try:
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         await conn.execute(f"PREPARE ctx AS {raw.sql}")
-        args = ", ".join(_literal(v) for v in raw.args(params))
+        args = ", ".join(sql.literal(v) for v in raw.args(params))
         rows = await conn.fetch(f"EXPLAIN (COSTS OFF) EXECUTE ctx({args})")
         return [r[0] for r in rows]
     finally:
         await conn.close()
-
-
-def _literal(value: Any) -> str:
-    if isinstance(value, int):
-        return str(value)
-    assert isinstance(value, str) and "'" not in value
-    return f"'{value}'"
 
 
 async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:

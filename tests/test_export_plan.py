@@ -12,44 +12,17 @@ position of the batch, right after a bulk import too.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
+import sql_helpers as sql
 from conftest import _connect as connect
+from formats_helpers import claude_code_project
 from sqlalchemy.engine import make_url
 
 from sessiondb import SessionStore, transfer
 from sessiondb import statements as q
-
-
-def _project(folder: Path, files: int, lines: int, padding: int = 0) -> Path:
-    """A Claude Code project of ``files`` transcripts of ``lines`` lines each, each line
-    ``padding`` characters longer."""
-    folder.mkdir()
-    for f in range(files):
-        stem = f"{folder.name}-{f:03d}"
-        with (folder / f"{stem}.jsonl").open("w") as out:
-            parent = None
-            for i in range(lines):
-                role = "user" if i % 2 == 0 else "assistant"
-                uuid = f"{stem}-{i:05d}"
-                line = {
-                    "type": role,
-                    "uuid": uuid,
-                    "parentUuid": parent,
-                    "sessionId": stem,
-                    "timestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
-                    "message": {
-                        "role": role,
-                        "content": [{"type": "text", "text": f"{i} {'x' * padding}"}],
-                    },
-                }
-                out.write(json.dumps(line) + "\n")
-                parent = uuid
-    return folder
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -72,7 +45,9 @@ async def test_sqlite_export_batches_cost_the_same_early_and_late(
 ) -> None:
     """Counted in SQLite's own steps, not timed: the virtual machine steps of the batch
     query are about the same for the first batch and the last."""
-    report = await store.import_path(_project(tmp_path / "p", 40, 50), format="claude-code")
+    report = await store.import_path(
+        claude_code_project(tmp_path / "p", 40, 50), format="claude-code"
+    )
     assert report.records == 2_000
     stmt, _ = q.namespace_records(store.namespace, after=("", 0), limit=100)
     raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
@@ -106,11 +81,13 @@ async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_p
     assert transfer.ANALYZE_AFTER == 10_000
     async with SessionStore.open(pg_url) as store:
         # Under the threshold: no ANALYZE of ours (autovacuum's is counted apart).
-        small = await store.import_path(_project(tmp_path / "small", 2, 10), format="claude-code")
+        small = await store.import_path(
+            claude_code_project(tmp_path / "small", 2, 10), format="claude-code"
+        )
         assert small.records == 20
         assert await _manual_analyses(pg_url) == 0
         report = await store.import_path(
-            _project(tmp_path / "big", 100, 200, padding=1_000), format="claude-code"
+            claude_code_project(tmp_path / "big", 100, 200, padding=1_000), format="claude-code"
         )
         assert report.records == 20_000
         # The ANALYZE runs after import_path returns; an export waits for it.
@@ -135,7 +112,9 @@ async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_p
             )
         finally:
             await conn.close()
-        more = await store.import_path(_project(tmp_path / "more", 50, 200), format="claude-code")
+        more = await store.import_path(
+            claude_code_project(tmp_path / "more", 50, 200), format="claude-code"
+        )
         assert more.records == 10_000
         await store.close()  # waits for what the import left running
         assert await _manual_analyses(pg_url) == 1
@@ -145,7 +124,7 @@ async def _plan(url: str, store: SessionStore, after: tuple[str, int] | None) ->
     # A batch a fortieth of the rows, as an export of 200,000 records reads them.
     stmt, params = q.namespace_records(store.namespace, after=after, limit=500)
     raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
-    args = [_literal(v) for v in raw.args(params)]
+    args = [sql.literal(v) for v in raw.args(params)]
     text = raw.sql
     for n in range(len(args), 0, -1):
         text = text.replace(f"${n}", args[n - 1])
@@ -165,10 +144,3 @@ async def _manual_analyses(url: str) -> int:
         return int(row[0])
     finally:
         await conn.close()
-
-
-def _literal(value: Any) -> str:
-    if isinstance(value, int):
-        return str(value)
-    assert isinstance(value, str) and "'" not in value
-    return f"'{value}'"

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from formats_helpers import json_lines, stored
+from formats_helpers import count_disk_maps, json_lines, stored
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sessiondb.errors import ImportFormatError
-from sessiondb.formats import FORMATS, base, detect, noumen, read_path
+from sessiondb.formats import FORMATS, detect, noumen, read_path
 from sessiondb.models import Record
 
 NOUMEN = FORMATS["noumen"]
@@ -393,21 +393,6 @@ def big_session(path: Path, count: int) -> Path:
     return write(path, lines)
 
 
-def count_disk_maps(monkeypatch: pytest.MonkeyPatch, threshold: int) -> list[base.DiskMap]:
-    """Lower the spill threshold (looked at every 16 lines); the disk maps made."""
-    monkeypatch.setattr(noumen, "SPILL_CHECK", 16)
-    monkeypatch.setattr(base, "SPILL_ENTRIES", threshold)
-    made: list[base.DiskMap] = []
-    real = base.DiskMap.__init__
-
-    def counting(self: base.DiskMap, items: dict[str, Any]) -> None:
-        made.append(self)
-        real(self, items)
-
-    monkeypatch.setattr(base.DiskMap, "__init__", counting)
-    return made
-
-
 def test_a_file_past_the_spill_threshold_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -422,6 +407,6 @@ def test_a_file_past_the_spill_threshold_reads_the_same(
     records = in_memory[1]
     assert [r.kind for r in records].count("compaction") == 6
     assert sum(r.uuid is None for r in records) > 30  # the repeated and odd uuids
-    made = count_disk_maps(monkeypatch, threshold=100)
+    made = count_disk_maps(monkeypatch, noumen, threshold=100)
     assert read() == in_memory
     assert len(made) == 1  # the uuids handed out moved to disk

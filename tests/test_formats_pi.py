@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from formats_helpers import CORPUS, json_lines, stored
+from formats_helpers import CORPUS, count_disk_maps, json_lines, stored
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiondb.formats import FORMATS, base, detect, pi, read_path
+from sessiondb.formats import FORMATS, detect, pi, read_path
 
 PI = FORMATS["pi"]
 LARGE = CORPUS / "pi" / "pi-mono" / "large-session.jsonl"
@@ -183,21 +183,6 @@ def big_tree(path: Path, count: int) -> Path:
     return write(path, lines)
 
 
-def count_disk_maps(monkeypatch: pytest.MonkeyPatch, threshold: int) -> list[base.DiskMap]:
-    """Lower the spill threshold (looked at every 16 lines); the disk maps made."""
-    monkeypatch.setattr(pi, "SPILL_CHECK", 16)
-    monkeypatch.setattr(base, "SPILL_ENTRIES", threshold)
-    made: list[base.DiskMap] = []
-    real = base.DiskMap.__init__
-
-    def counting(self: base.DiskMap, items: dict[str, Any]) -> None:
-        made.append(self)
-        real(self, items)
-
-    monkeypatch.setattr(base.DiskMap, "__init__", counting)
-    return made
-
-
 def test_a_file_past_the_spill_threshold_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,7 +197,7 @@ def test_a_file_past_the_spill_threshold_reads_the_same(
     kinds = [r.kind for r in in_memory[1]]
     assert kinds.count("tombstone") > 1_000 and kinds.count("compaction") == 3
     assert len(kinds) > 3_000
-    made = count_disk_maps(monkeypatch, threshold=20)
+    made = count_disk_maps(monkeypatch, pi, threshold=20)
     assert read() == in_memory
     assert len(made) == 2  # the id index and the forward links moved to disk
 
@@ -305,7 +290,7 @@ def test_fuzzed_trees_hide_what_is_off_the_branch_spilled_or_not(
     hidden = [p for i, p in first.items() if body[p].kind == "message" and i not in branch]
     assert [t.target for t in tombstones] == hidden
     with monkeypatch.context() as spill:
-        count_disk_maps(spill, threshold=1)
+        count_disk_maps(spill, pi, threshold=1)
         spill.setattr(pi, "SPILL_CHECK", 1)
         (again,) = read_path(path)
         assert list(again.records) == records

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import multiprocessing
 from pathlib import Path
 from typing import Any
@@ -22,33 +21,12 @@ from typing import Any
 import pytest
 import sql_helpers as sql
 from conftest import _connect as connect
+from formats_helpers import claude_code_project
 from sqlalchemy.engine import make_url
 
 from sessiondb import ImportProgress, SessionStore, transfer
 
 TIMEOUT_S = 60
-
-
-def _project(folder: Path, files: int, lines: int) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for f in range(files):
-        stem = f"{folder.name}-{f:03d}"
-        with (folder / f"{stem}.jsonl").open("w") as out:
-            parent = None
-            for i in range(lines):
-                role = "user" if i % 2 == 0 else "assistant"
-                uuid = f"{stem}-{i:04d}"
-                line = {
-                    "type": role,
-                    "uuid": uuid,
-                    "parentUuid": parent,
-                    "sessionId": stem,
-                    "timestamp": f"2026-01-01T00:00:{i % 60:02d}Z",
-                    "message": {"role": role, "content": [{"type": "text", "text": f"{i}"}]},
-                }
-                out.write(json.dumps(line) + "\n")
-                parent = uuid
-    return folder
 
 
 async def _counts(store: SessionStore) -> dict[str, int]:
@@ -65,7 +43,7 @@ async def test_files_are_read_while_a_batch_waits_to_be_written(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(transfer, "BATCH_RECORDS", 20)  # a batch every two files
-    source = _project(tmp_path / "p", 8, 10)
+    source = claude_code_project(tmp_path / "p", 8, 10)
     seen: list[int] = []
 
     def progress(p: ImportProgress) -> None:
@@ -108,7 +86,7 @@ def _import_worker(url: str, source: str, out: Any, start: Any) -> None:
 
 async def test_two_processes_import_the_same_tree_once(db_url: str, tmp_path: Path) -> None:
     files = 40
-    source = _project(tmp_path / "tree", files, 30)
+    source = claude_code_project(tmp_path / "tree", files, 30)
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(2), ctx.Queue()
     processes = [
@@ -137,7 +115,7 @@ async def test_a_cancelled_import_leaves_whole_sessions(
     store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(transfer, "BATCH_RECORDS", 30)
-    source = _project(tmp_path / "c", 30, 12)
+    source = claude_code_project(tmp_path / "c", 30, 12)
     for stop_after in (1, 4, 9, 17):
         ready = asyncio.Event()
 

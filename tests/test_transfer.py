@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from formats_helpers import CORPUS, json_lines
+from formats_helpers import CORPUS, count_disk_maps, json_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_helpers import scalar
@@ -21,6 +21,8 @@ from sessiondb.cli import main
 from sessiondb.context import merge_split_responses
 from sessiondb.errors import InvalidInputError, SessionDBError, SessionNotFoundError
 from sessiondb.formats import FORMATS
+from sessiondb.formats import noumen as formats_noumen
+from sessiondb.formats import pi as formats_pi
 from sessiondb.transfer import (
     ImportProgress,
     export_all,
@@ -994,10 +996,13 @@ async def test_a_file_past_the_spill_threshold_imports_as_in_memory(
     in memory (records, context, session row) and exports line for line."""
     if fmt == "pi":
         from test_formats_pi import big_tree as generate
-        from test_formats_pi import count_disk_maps
+
+        reader: Any = formats_pi
     else:
-        from test_formats_noumen import SID, count_disk_maps
+        from test_formats_noumen import SID
         from test_formats_noumen import big_session as generate
+
+        reader = formats_noumen
     (tmp_path / "in").mkdir()
     source = generate(tmp_path / "in" / ("big.jsonl" if fmt == "pi" else f"{SID}.jsonl"), 3_000)
 
@@ -1009,7 +1014,7 @@ async def test_a_file_past_the_spill_threshold_imports_as_in_memory(
         return sid, records, await store.context(sid), await store.get_session(sid)
 
     with monkeypatch.context() as spill:
-        made = count_disk_maps(spill, threshold=20)
+        made = count_disk_maps(spill, reader, threshold=20)
         spilled = await imported()
         assert made  # the reader's indexes did move to disk
     sid, records, context, _ = spilled

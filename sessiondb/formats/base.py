@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from array import array
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -544,6 +545,42 @@ _MISSING = object()
 
 def _blob(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
+
+
+# A node's parent in a :class:`NodeTree`: none, or an id not seen yet (resolved later).
+NO_PARENT = -1
+PENDING = -2
+
+
+class NodeTree:
+    """What a reader of lines linked by id into a tree keeps per line (a *node*,
+    numbered in file order): its parent node, its record position and flags in compact
+    arrays, and the id -> node map and the forward links in indexes that may move to
+    disk (:func:`spilled`). The reader declares these as its fields."""
+
+    index: dict[str, Any] | DiskMap
+    pending: dict[str, Any] | DiskMap  # str(node) -> its parent's id, not seen yet
+    parents: array[int]
+    positions: array[int]
+    flags: bytearray
+    position: int
+
+    def add_node(self, key: str, parent: str | None, flags: int) -> int:
+        """A new node for the first line with id ``key``; its number."""
+        node = len(self.positions)
+        parent_node = NO_PARENT
+        if parent is not None:
+            found = self.index.get(parent)
+            if found is None:
+                parent_node = PENDING
+                self.pending[str(node)] = parent
+            else:
+                parent_node = found
+        self.index[key] = node
+        self.parents.append(parent_node)
+        self.positions.append(self.position)
+        self.flags.append(flags)
+        return node
 
 
 def spilled(index: dict[str, Any] | DiskMap) -> dict[str, Any] | DiskMap:

@@ -73,10 +73,13 @@ from typing import IO, Any
 from .. import jsoncodec
 from ..models import Record, SessionInfo, wire_message_error
 from .base import (
+    NO_PARENT,
+    PENDING,
     DiskMap,
     ImportedRecord,
     ImportedSession,
     Line,
+    NodeTree,
     SessionDetails,
     StoredRecord,
     _encodable,
@@ -218,8 +221,8 @@ SPILL_CHECK = 1024
 _MESSAGE = 1
 _ACTIVE = 2
 _ON_BRANCH = 4
-_NO_PARENT = -1
-_PENDING = -2  # the parent's uuid was not seen yet: resolved at the end
+_NO_PARENT = NO_PARENT
+_PENDING = PENDING  # the parent's uuid was not seen yet: resolved at the end
 
 
 # Most records held for one split response (the corpus's longest holds 71: a response,
@@ -229,7 +232,7 @@ HOLD_LIMIT = 1_000
 
 
 @dataclass
-class _Reader:
+class _Reader(NodeTree):
     """Reads one session's files; keeps per line with a uuid (a *node*, numbered in file
     order) only what the branch walk needs: its parent node, its record position and
     flags in arrays (~13 bytes a node), and in indexes that move to a temporary file
@@ -418,22 +421,10 @@ class _Reader:
     def remember(self, raw_uuid: Any, parent: str | None, record: ImportedRecord) -> None:
         if not isinstance(raw_uuid, str) or raw_uuid in self.index:
             return
-        node = len(self.positions)
-        parent_node = _NO_PARENT
-        if parent is not None:
-            found = self.index.get(parent)
-            if found is None:
-                parent_node = _PENDING
-                self.pending[str(node)] = parent
-            else:
-                parent_node = found
-        self.index[raw_uuid] = node
-        self.parents.append(parent_node)
-        self.positions.append(self.position)
-        if record.kind != "message":
-            self.flags.append(0)
+        message = record.kind == "message"
+        node = self.add_node(raw_uuid, parent, _MESSAGE if message else 0)
+        if not message:
             return
-        self.flags.append(_MESSAGE)
         payload = record.payload
         calls = []
         for block in payload["content"]:

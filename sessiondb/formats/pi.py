@@ -32,10 +32,13 @@ from typing import Any
 from .. import jsoncodec
 from ..models import Record, SessionInfo, wire_message_error
 from .base import (
+    NO_PARENT,
+    PENDING,
     DiskMap,
     ImportedRecord,
     ImportedSession,
     Line,
+    NodeTree,
     StoredRecord,
     _encodable,
     bad_line,
@@ -136,12 +139,12 @@ SPILL_CHECK = 1024
 # Flags of an entry in the branch walk.
 _MESSAGE = 1
 _ON_BRANCH = 2
-_NO_PARENT = -1
-_PENDING = -2  # the parent's id was not seen yet: resolved at the end
+_NO_PARENT = NO_PARENT
+_PENDING = PENDING  # the parent's id was not seen yet: resolved at the end
 
 
 @dataclass
-class _Reader:
+class _Reader(NodeTree):
     """Reads one session file; keeps per line with an id (a *node*, numbered in file
     order) only what the branch walk and ``firstKeptEntryId`` need: its parent node and
     its record position in arrays and whether it is a message in flags (17 bytes a
@@ -233,19 +236,7 @@ class _Reader:
 
     def remember(self, entry_id: str, parent: str | None, message: bool) -> None:
         """A new node for the first line with ``entry_id``."""
-        node = len(self.positions)
-        parent_node = _NO_PARENT
-        if parent is not None:
-            found = self.index.get(parent)
-            if found is None:
-                parent_node = _PENDING
-                self.pending[str(node)] = parent
-            else:
-                parent_node = found
-        self.index[entry_id] = node
-        self.parents.append(parent_node)
-        self.positions.append(self.position)
-        self.flags.append(_MESSAGE if message else 0)
+        self.add_node(entry_id, parent, _MESSAGE if message else 0)
 
     def message(self, value: dict[str, Any], at: Any, exact: bool) -> ImportedRecord | None:
         message = value.get("message")
