@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import logging
 import queue
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +51,7 @@ from .config import DEFAULT_MAX_RECORD_BYTES
 from .errors import DatabaseError, InvalidInputError, InvalidSessionIdError, SessionDBError
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
-from .formats.base import MAX_LINE_BYTES, StoredRecord
+from .formats.base import MAX_LINE_BYTES, splice
 from .formats.claude_code import listings_kept
 from .ids import check_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
@@ -815,7 +817,9 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         raise InvalidInputError(f"{where}: the payload must be an object")
     if record.kind == "message":
         wire = wire_message(payload, where, checked=record.checked)
-        text = _payload_text(wire, where)
+        text = splice(wire, record.splice) if record.splice and record.checked else None
+        if text is None:
+            text = _payload_text(wire, where)
         if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
             raise InvalidInputError(
                 f"{where}: an object key is not a string or holds a lone surrogate"
@@ -984,13 +988,17 @@ async def export_all(
         if len(page) < _SESSION_PAGE:
             break
         after_id = page[-1]["id"]
+    # A namespace that holds every session reads the records with no namespace check;
+    # the writer passes over a session made in another namespace since (not in infos).
+    every = (await backend.fetch((q.sessions_total(), {})))[0]["n"] == len(infos)
     # A fork past seq 0 exports its parent's records too (in the formats that need them).
     forks = [i for i, info in infos.items() if info.parent_id is not None and info.fork_seq]
     bulk = {i: info for i, info in infos.items() if not (info.parent_id and info.fork_seq)}
 
     async def read(after: Any) -> list[Any]:
         return await backend.fetch(
-            q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH), plain=True
+            q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH, every=every),
+            plain=True,
         )
 
     try:
@@ -1086,39 +1094,27 @@ def _write_stream(
     """Write the sessions of the rows in ``batches`` (in ``(session_id, seq)`` order,
     ``None`` after the last) as they come; rows of a session not in ``infos`` are
     passed over. ``whole``: the rows are the one session of ``infos``, in seq order."""
-    rows = _rows_of(batches)
+    rows = itertools.chain.from_iterable(_batches_of(batches))
     written: dict[str, list[Path]] = {}
     if whole:
         (one,) = infos.values()
-        stored = (StoredRecord(s, seq, k, at, u, None, p) for s, seq, k, at, u, p in rows)
-        written[one.id] = fmt.write_stored(one, stored, folder)
+        written[one.id] = fmt.write_rows(one, rows, folder)
         for _ in rows:  # what the writer left
             pass
         return written
-    row = next(rows, None)
-    while row is not None:
-        session_id = row[0]
-
-        def records(session_id: str = session_id) -> Iterator[StoredRecord]:
-            nonlocal row
-            while row is not None and row[0] == session_id:
-                sid, seq, kind, at, uuid, payload = row
-                row = next(rows, None)
-                yield StoredRecord(sid, seq, kind, at, uuid, None, payload)
-
+    # groupby passes over what a writer leaves of its session's rows.
+    for session_id, group in itertools.groupby(rows, key=itemgetter(0)):
         info = infos.get(session_id)
         if info is not None:
-            written[session_id] = fmt.write_stored(info, records(), folder)
-        for _ in records():  # what the writer left of the session
-            pass
+            written[session_id] = fmt.write_rows(info, group, folder)
     return written
 
 
-def _rows_of(batches: queue.Queue[list[Any] | None]) -> Iterator[Any]:
+def _batches_of(batches: queue.Queue[list[Any] | None]) -> Iterator[list[Any]]:
     while (batch := batches.get()) is not None:
         if batch is _ABORT:
             raise _Aborted
-        yield from batch
+        yield batch
 
 
 def _write_sessions(
@@ -1129,8 +1125,4 @@ def _write_sessions(
 
 def _write_session(fmt: Format, info: SessionInfo, rows: list[Any], folder: Path) -> list[Path]:
     """Rows of :data:`statements.RECORD_READ` written as ``fmt``'s file(s)."""
-    stored = (
-        StoredRecord(session_id, seq, kind, at, uuid, None, payload)
-        for session_id, seq, kind, at, uuid, payload in rows
-    )
-    return fmt.write_stored(info, stored, folder)
+    return fmt.write_rows(info, rows, folder)

@@ -25,9 +25,12 @@ from sessiondb import SessionStore, transfer
 from sessiondb import statements as q
 
 
+@pytest.mark.parametrize("every", [False, True], ids=["checked", "alone"])
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-async def test_sqlite_reads_each_batch_by_a_range_of_the_primary_key(store: SessionStore) -> None:
-    stmt, params = q.namespace_records(store.namespace, after=("s", 1), limit=10)
+async def test_sqlite_reads_each_batch_by_a_range_of_the_primary_key(
+    store: SessionStore, every: bool
+) -> None:
+    stmt, params = q.namespace_records(store.namespace, after=("s", 1), limit=10, every=every)
     raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
     conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
     try:

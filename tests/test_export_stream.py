@@ -13,6 +13,7 @@ import pytest
 import sql_helpers as sql
 
 from sessiondb import DatabaseUnavailableError, SessionStore, transfer
+from sessiondb import statements as q
 from sessiondb.formats import base, claude_code, pi
 
 RECORDS = 2_000
@@ -71,11 +72,12 @@ async def test_a_failed_read_stops_the_export_with_its_error(
     monkeypatch.setattr(transfer, "EXPORT_BATCH", 100)
     reads = 0
     fetch = store._backend.fetch
+    batches = [q._namespace_records(a, e) for a in (False, True) for e in (False, True)]
 
     async def failing(bound: object, **options: Any) -> object:
         nonlocal reads
         stmt = bound[0]  # type: ignore[index]
-        if "sessiondb_records" in str(stmt) and "sessiondb_sessions.namespace" in str(stmt):
+        if stmt in batches:  # a batch of the namespace's records
             reads += 1
             if reads == 5:
                 # What the backend raises when the server goes away mid-export.

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import struct
+import zlib
 from array import array
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
@@ -58,6 +60,9 @@ class ImportedRecord:
         checked: a message payload the reader already passed through
             :func:`sessiondb.models.wire_message_error` (every reader does, to decide
             between a message and an entry), so the import does not check it again.
+        splice: a checked message to store laid out for :func:`spliced_line`: the key
+            of its envelope, ``{"line": …, "content": "blocks" | "string"}`` (see
+            :func:`splice`).
     """
 
     kind: RecordKind
@@ -68,6 +73,7 @@ class ImportedRecord:
     target: int | None = None
     first_kept: int | None = None
     checked: bool = False
+    splice: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +156,11 @@ class StoredRecord:
         if not isinstance(at, datetime) or at.tzinfo is not UTC:
             at = self._at = _utc(at)
         return at
+
+    @property
+    def text(self) -> str | None:
+        """The row's payload text as stored (``None`` for a record built from a model)."""
+        return self._text
 
     @property
     def data(self) -> dict[str, Any]:
@@ -239,8 +250,24 @@ class Format(Protocol):
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
-        """:meth:`write` over :class:`StoredRecord` values (export's bulk path)."""
+        """:meth:`write` over :class:`StoredRecord` values."""
         ...
+
+    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
+        """:meth:`write` over rows of the records table as export reads them (its bulk
+        path): ``(session_id, seq, kind, created_at, uuid, payload text)``; a format
+        with no faster way passes them to :meth:`write_stored` (:func:`stored_records`)."""
+        ...
+
+
+# A row of the records table as export reads it (``statements.RECORD_READ``).
+Row = tuple[str, int, str, datetime | str, str | None, str]
+
+
+def stored_records(rows: Iterable[Row]) -> Iterator[StoredRecord]:
+    """Export's rows as :class:`StoredRecord` values."""
+    for session_id, seq, kind, created_at, uuid, text in rows:
+        yield StoredRecord(session_id, seq, kind, created_at, uuid, None, text)
 
 
 # -- reading lines ---------------------------------------------------------------------
@@ -354,8 +381,9 @@ def bad_line(session: ImportedSession, line: Line, reason: str, strict: bool) ->
 
 
 def entry_payload(fmt: str, value: Any, **extra: Any) -> dict[str, Any]:
-    """The payload of a line kept as a non-context entry: the line as parsed."""
-    return {"format": fmt, "line": value, **extra}
+    """The payload of a line kept as a non-context entry: the line as parsed, last (see
+    :func:`entry_line`)."""
+    return {"format": fmt, **extra, "line": value}
 
 
 def raw_payload(fmt: str, line: Line, **extra: Any) -> dict[str, Any]:
@@ -412,6 +440,117 @@ def dump_stored_line(value: Any) -> bytes:
         except (TypeError, orjson.JSONEncodeError):
             pass  # a lone surrogate or a big integer: the exact path
     return dump_line(value)
+
+
+# -- spliced lines ----------------------------------------------------------------------
+#
+# Export writes a format's line back as its envelope's line with the message content put
+# in again. Parsing a 1 kB payload for that costs about 2 us, and most of it goes to the
+# envelope's dozen small strings, not to the content. So a reader may store a message
+# laid out for splicing, and a writer then cuts the line out of the stored text with no
+# parse:
+#
+#     {"role": ..., ..., "content": [...],
+#      KEY: {"content": form, "line": {..., "message": {...}}, "splice": hex}}
+#
+# The content comes just before the envelope, the envelope last, the message last in
+# its line, and ``splice`` (40 hex digits) holds where the content is as the line holds
+# it (the payload's content list, or the text of its one text block), where the line
+# starts and its message ends, and a CRC-32 of the text before the content. A text
+# whose start is as the import wrote it holds the same members in the same order, so
+# the content and the envelope are where the offsets say; a payload serialised again in
+# another key order (a ``Message`` model writes ``content`` second) fails the CRC, and
+# the writer also checks the bytes the offsets point at. Either way it parses instead.
+
+_SPLICE_AT = ',"splice":"'
+_SPLICE_TAIL = len(_SPLICE_AT) + 40 + 3  # the hex, then '"}}'
+_SPLICE_FIELDS = struct.Struct(">5I")
+# The text block a one-string content is stored as (``wire_message``'s form).
+_TEXT_BLOCK = b'[{"type":"text","text":'
+
+
+def splice(payload: dict[str, Any], key: str) -> str | None:
+    """The text of message ``payload`` laid out for :func:`spliced_line`, its envelope
+    under ``key`` given the ``splice`` member the text ends with.
+
+    The payload must be in the stored order already (the reader builds it so): its
+    members, none an object with a ``content`` key; then ``content``; then the envelope
+    ``{"content": form, "line": line}``, where ``line`` is the message's line less its
+    message's ``content``, with ``message`` last. ``form`` is ``"blocks"`` (the line's
+    content is the payload's content list as it is) or ``"string"`` (its one text
+    block's text). ``None`` when it is not, or orjson refuses a value: store it the
+    usual way.
+    """
+    envelope = payload[key]
+    form = envelope["content"]
+    if len(envelope) != 2 or next(iter(envelope)) != "content":
+        return None
+    try:
+        whole = orjson.dumps(payload)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    begin = whole.find(b'"content":') + 10
+    opener = b',"%s":{"content":"%s","line":{' % (key.encode(), form.encode())
+    stop = whole.find(opener, begin)
+    brace = len(whole) - 4  # the message's "}", then the line's, the envelope's, the payload's
+    if (
+        begin < 10
+        or stop < 0
+        or whole.count(opener, stop + 1)  # the envelope opens once, after the content
+        or whole[-4:] != b"}}}}"
+        or brace > 0xFFFFFFFF
+    ):
+        return None
+    line_at = stop + len(opener) - 1
+    if form == "string":
+        if (
+            whole[begin : begin + len(_TEXT_BLOCK)] != _TEXT_BLOCK
+            or whole[stop - 2 : stop] != b"}]"
+        ):
+            return None
+        begin, stop = begin + len(_TEXT_BLOCK), stop - 2
+    crc = zlib.crc32(memoryview(whole)[:begin])
+    offsets = _SPLICE_FIELDS.pack(begin, stop, line_at, brace, crc).hex()
+    envelope["splice"] = offsets
+    return f'{whole[:-2].decode()}{_SPLICE_AT}{offsets}"}}}}'
+
+
+def spliced_line(text: str) -> bytes | None:
+    """The line a :func:`splice` payload's text holds, with its newline; ``None`` for
+    any other text (the writer then parses the payload)."""
+    tail = text[-_SPLICE_TAIL:]
+    if tail[:11] != _SPLICE_AT or tail[-3:] != '"}}':
+        return None
+    try:
+        begin, stop, line_at, brace, crc = _SPLICE_FIELDS.unpack(bytes.fromhex(tail[11:-3]))
+    except ValueError:
+        return None
+    data = text.encode()
+    end = len(data) - _SPLICE_TAIL
+    if (
+        not 10 <= begin <= stop < line_at < brace < end
+        or data[brace] != 0x7D  # "}"
+        or data[line_at - 7 : line_at + 1] != b'"line":{'
+        or zlib.crc32(memoryview(data)[:begin]) != crc
+    ):
+        return None
+    comma = b"" if data[brace - 1] == 0x7B else b","  # 0x7B: "{", an empty message
+    return b"".join(
+        (data[line_at:brace], comma, b'"content":', data[begin:stop], data[brace:end], b"\n")
+    )
+
+
+def entry_line(text: str, prefix: str) -> bytes | None:
+    """The line an :func:`entry_payload` text with no extra members holds (``prefix``:
+    ``{"format":"<name>","line":{``), with its newline; ``None`` for any other text.
+
+    The line is the object after the prefix up to the payload's closing brace: the
+    payload has no member after it (an extra member comes before the line, and a part
+    number written after it by an older import ends the text with a digit, not ``}}``).
+    """
+    if text.startswith(prefix) and text.endswith("}}"):
+        return f"{text[len(prefix) - 1 : -1]}\n".encode()
+    return None
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -80,11 +80,13 @@ from .base import (
     ImportedSession,
     Line,
     NodeTree,
+    Row,
     SessionDetails,
     StoredRecord,
     _encodable,
     bad_line,
     dump_stored_line,
+    entry_line,
     entry_payload,
     format_time,
     open_output,
@@ -94,11 +96,14 @@ from .base import (
     read_lines,
     sniff_values,
     spilled,
+    spliced_line,
 )
 
 NAME = "claude-code"
 KEY = "claudeCode"
 _PART = re.compile(r"^(?P<stem>.+)_part(?P<n>[0-9]+)$")
+# An entry payload of this format with no extra member (``base.entry_line``).
+_ENTRY_OPEN = '{"format":"claude-code","line":{'
 _LINE_TYPES = frozenset(
     (
         "user",
@@ -151,16 +156,18 @@ class ClaudeCodeFormat:
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
-        cc = (info.metadata or {}).get(KEY) or {}
-        stem: str = cc["file"] if isinstance(cc.get("file"), str) else info.id
-        if isinstance(cc.get("agentFile"), str) and isinstance(cc.get("parentFile"), str):
-            first = out_dir / cc["parentFile"] / "subagents" / cc["agentFile"]
-        else:
-            first = out_dir / f"{stem}.jsonl"
-        writer = _Writer(first, stem, info)
+        writer = _Writer.of(info, out_dir)
         try:
             for record in records:
                 writer.record(record)
+        finally:
+            writer.close()
+        return writer.paths
+
+    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
+        writer = _Writer.of(info, out_dir)
+        try:
+            writer.rows(rows)
         finally:
             writer.close()
         return writer.paths
@@ -390,7 +397,7 @@ class _Reader(NodeTree):
         converted = _to_wire(value, self.tool_names)
         if converted is None:
             return None
-        payload, envelope = converted
+        payload, envelope, verbatim = converted
         envelope.update(extra)
         uuid = self.claim(value.get("uuid"))
         parent = _parent(value)
@@ -415,8 +422,9 @@ class _Reader(NodeTree):
         ):
             return None
         return ImportedRecord(
-            "message", payload, uuid=uuid, parent_uuid=parent, created_at=at, checked=True
-        )
+            "message", payload, uuid=uuid, parent_uuid=parent, created_at=at, checked=True,
+            splice=KEY if _spliceable(envelope, verbatim, uuid) else None,
+        )  # fmt: skip
 
     def remember(self, raw_uuid: Any, parent: str | None, record: ImportedRecord) -> None:
         if not isinstance(raw_uuid, str) or raw_uuid in self.index:
@@ -537,19 +545,24 @@ def _parent(value: dict[str, Any]) -> str | None:
 
 def _to_wire(
     value: dict[str, Any], tool_names: dict[str, Any] | DiskMap
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(payload, envelope)`` of a user/assistant line, or ``None`` if it cannot be
-    turned into a message that writes the same line back."""
+) -> tuple[dict[str, Any], dict[str, Any], bool] | None:
+    """``(payload, envelope, verbatim)`` of a user/assistant line, or ``None`` if it
+    cannot be turned into a message that writes the same line back. ``verbatim``: the
+    line's content is the payload's as it is, or its one text (no block converted)."""
     message = value.get("message")
     role = value.get("type")
     if not isinstance(message, dict) or message.get("role") != role or "content" not in message:
         return None
     content = message["content"]
-    bare = {k: v for k, v in message.items() if k != "content"}
-    envelope: dict[str, Any] = {"line": {**value, "message": bare}}
+    # Laid out as base.splice needs: the envelope's form before its line, the message
+    # last in the line (a line written back keeps its values, not its key order).
+    line = {k: v for k, v in value.items() if k != "message"}
+    line["message"] = {k: v for k, v in message.items() if k != "content"}
+    envelope: dict[str, Any] = {"content": None, "line": line}
     payload: dict[str, Any] = {"role": role}
     if isinstance(content, str):
         envelope["content"] = "string"
+        verbatim = True
         payload["content"] = [{"type": "text", "text": content}]
     elif not isinstance(content, list):
         return None
@@ -563,6 +576,7 @@ def _to_wire(
         block = content[0]
         inner = block.get("content")
         envelope["content"] = "toolResult"
+        verbatim = False
         envelope["block"] = {k: v for k, v in block.items() if k != "content"}
         payload["role"] = "toolResult"
         payload["toolCallId"] = block["tool_use_id"]
@@ -590,6 +604,8 @@ def _to_wire(
             return None
         envelope["content"] = "blocks"
         payload["content"] = blocks
+        # Only blocks _blocks_to_wire converted have these types (it refuses them as given).
+        verbatim = not any(block.get("type") in _CONVERTED for block in blocks)
     for name in ("uuid", "parentUuid"):
         link = value.get(name, value.get("parent_uuid") if name == "parentUuid" else None)
         if isinstance(link, str):
@@ -600,9 +616,24 @@ def _to_wire(
         usage = _usage(message.get("usage"))
         if usage is not None:
             payload["usage"] = usage
-    if _line_of(payload, envelope) != value:
+    payload["content"] = payload.pop("content")  # last: the reader adds the envelope after it
+    # A verbatim content gives the line back by construction; a converted one is checked.
+    if not verbatim and _line_of(payload, envelope) != value:
         return None
-    return payload, envelope
+    return payload, envelope, verbatim
+
+
+def _spliceable(envelope: dict[str, Any], verbatim: bool, uuid: str | None) -> bool:
+    """Whether a message's line can be cut out of its stored text (``base.splice``): its
+    content goes back as it is stored or as its one text, it is in the main file (no
+    part, no tool result block in the envelope), and its uuid is the record's (the
+    writer takes the last uuid from the record)."""
+    raw = envelope["line"].get("uuid")
+    return verbatim and len(envelope) == 2 and uuid == (raw if raw.__class__ is str else None)
+
+
+# Blocks _blocks_from_wire changes (an image only with its data; kept out all the same).
+_CONVERTED = frozenset(("toolCall", "image"))
 
 
 def _blocks_to_wire(blocks: list[Any]) -> list[dict[str, Any]] | None:
@@ -715,6 +746,17 @@ def _line_of(payload: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any
 class _Writer:
     """Writes records into the main file and its part files, opened as needed."""
 
+    @classmethod
+    def of(cls, info: SessionInfo, out_dir: Path) -> _Writer:
+        """The writer of session ``info``'s file(s) under ``out_dir``."""
+        cc = (info.metadata or {}).get(KEY) or {}
+        stem: str = cc["file"] if isinstance(cc.get("file"), str) else info.id
+        if isinstance(cc.get("agentFile"), str) and isinstance(cc.get("parentFile"), str):
+            first = out_dir / cc["parentFile"] / "subagents" / cc["agentFile"]
+        else:
+            first = out_dir / f"{stem}.jsonl"
+        return cls(first, stem, info)
+
     def __init__(self, first: Path, stem: str, info: SessionInfo) -> None:
         self.first = first
         self.stem = stem
@@ -754,14 +796,53 @@ class _Writer:
         if isinstance(line, dict) and isinstance(line.get("uuid"), str):
             self.last_uuid = line["uuid"]
 
-    def record(self, record: StoredRecord) -> None:
-        if record.uuid is not None:
-            self.uuids[str(record.seq)] = record.uuid
-            self.kept += 1
-            if not self.kept % SPILL_CHECK:
-                self.uuids = spilled(self.uuids)
-        payload = record.data
+    def keep(self, seq: int, uuid: str) -> None:
+        self.uuids[str(seq)] = uuid
+        self.kept += 1
+        if not self.kept % SPILL_CHECK:
+            self.uuids = spilled(self.uuids)
+
+    def rows(self, rows: Iterable[Row]) -> None:
+        """Write export's rows: a line cut out of its stored text where it can be (a
+        spliced message, an entry of the main file), else through :meth:`record`.
+
+        A line cut out keeps ``last_uuid`` as writing it parsed would: a spliced message's
+        uuid is its record's (``_spliceable``), and so is an entry's when it has one (the
+        reader claims a line's uuid unless it is not new); an entry whose record has none
+        is only cut out when its text holds no ``"uuid":`` at all.
+        """
+        main = self.main
+        uuids, kept = self.uuids, self.kept  # keep(), inline
+        for row in rows:
+            session_id, seq, kind, at, uuid, text = row
+            if uuid is not None:
+                uuids[str(seq)] = uuid
+                kept += 1
+                if not kept % SPILL_CHECK:
+                    self.uuids = uuids = spilled(uuids)
+            line = None
+            if kind == "message":
+                line = spliced_line(text)
+            elif kind == "entry":
+                line = entry_line(text, _ENTRY_OPEN)
+                if line is not None and uuid is None and b'"uuid":' in line:
+                    line = None
+            if line is None:
+                self.record(StoredRecord(session_id, seq, kind, at, uuid, None, text), kept=True)
+            else:
+                if main is None:
+                    main = self.out(1)
+                main.write(line)
+                if uuid is not None:
+                    self.last_uuid = uuid
+        self.kept = kept
+
+    def record(self, record: StoredRecord, *, kept: bool = False) -> None:
+        """Write one record (``kept``: its uuid is kept already)."""
+        if record.uuid is not None and not kept:
+            self.keep(record.seq, record.uuid)
         kind = record.kind
+        payload = record.data
         if kind == "message":
             envelope = payload.get(KEY)
             if envelope.__class__ is dict and "line" in envelope:

@@ -35,6 +35,7 @@ from .base import (
     ImportedSession,
     Line,
     RawText,
+    Row,
     SessionDetails,
     StoredRecord,
     bad_line,
@@ -47,6 +48,7 @@ from .base import (
     raw_payload,
     read_lines,
     sniff_values,
+    stored_records,
 )
 
 NAME = "native"
@@ -77,6 +79,9 @@ class NativeFormat:
 
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
         return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, stored_records(rows), out_dir)
 
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path

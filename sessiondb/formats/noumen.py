@@ -40,6 +40,7 @@ from .base import (
     ImportedRecord,
     ImportedSession,
     Line,
+    Row,
     StoredRecord,
     UuidKeys,
     bad_line,
@@ -52,6 +53,7 @@ from .base import (
     raw_payload,
     read_lines,
     sniff_values,
+    stored_records,
 )
 
 NAME = "noumen"
@@ -92,6 +94,9 @@ class NoumenFormat:
 
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
         return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, stored_records(rows), out_dir)
 
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path

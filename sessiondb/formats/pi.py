@@ -39,6 +39,7 @@ from .base import (
     ImportedSession,
     Line,
     NodeTree,
+    Row,
     StoredRecord,
     _encodable,
     bad_line,
@@ -53,6 +54,7 @@ from .base import (
     read_lines,
     sniff_values,
     spilled,
+    stored_records,
 )
 
 NAME = "pi"
@@ -87,6 +89,9 @@ class PiFormat:
 
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
         return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, stored_records(rows), out_dir)
 
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
