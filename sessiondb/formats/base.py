@@ -41,9 +41,10 @@ from ..models import Compaction, Prune, Record, SessionInfo, Tombstone
 RecordKind = Literal["message", "compaction", "tombstone", "entry", "prune"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ImportedRecord:
-    """One record of an imported session, before it has a seq.
+    """One record of an imported session, before it has a seq (read-only by convention:
+    not frozen, as a frozen dataclass takes three times as long to build, once a line).
 
     Attributes:
         kind: ``message``, ``compaction``, ``tombstone`` or ``entry``.
@@ -282,9 +283,10 @@ _DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_RUN = b"0" * 19
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Line:
-    """A non-blank line: ``value`` when it parsed, else ``raw`` text and ``error``.
+    """A non-blank line: ``value`` when it parsed, else ``raw`` text and ``error``
+    (read-only by convention, not frozen: see :class:`ImportedRecord`).
 
     ``exact``: parsed by the standard library (orjson refused the line), the only way a
     value holds a lone surrogate: a reader checks keys for them on such lines only.
@@ -353,7 +355,7 @@ def read_lines(path: Path) -> Iterator[Line]:
             data = data.rstrip(b"\n")
             if data.endswith(b"\r"):
                 data = data[:-1]
-            if not data.strip():
+            if not data or data.isspace():  # blank (isspace: not a copy, as strip was)
                 continue
             try:
                 value, exact = _parse(data)
@@ -465,6 +467,8 @@ def dump_stored_line(value: Any) -> bytes:
 _SPLICE_AT = ',"splice":"'
 _SPLICE_TAIL = len(_SPLICE_AT) + 40 + 3  # the hex, then '"}}'
 _SPLICE_FIELDS = struct.Struct(">5I")
+# The envelope's opening text by (key, form).
+_OPENERS: dict[tuple[str, Any], bytes] = {}
 # The text block a one-string content is stored as (``wire_message``'s form).
 _TEXT_BLOCK = b'[{"type":"text","text":'
 
@@ -490,7 +494,12 @@ def splice(payload: dict[str, Any], key: str) -> str | None:
     except (TypeError, orjson.JSONEncodeError):
         return None
     begin = whole.find(b'"content":') + 10
-    opener = b',"%s":{"content":"%s","line":{' % (key.encode(), form.encode())
+    opener = _OPENERS.get((key, form))
+    if opener is None:
+        opener = _OPENERS[key, form] = b',"%s":{"content":"%s","line":{' % (
+            key.encode(),
+            str(form).encode(),
+        )
     stop = whole.find(opener, begin)
     brace = len(whole) - 4  # the message's "}", then the line's, the envelope's, the payload's
     if (
@@ -509,7 +518,7 @@ def splice(payload: dict[str, Any], key: str) -> str | None:
         ):
             return None
         begin, stop = begin + len(_TEXT_BLOCK), stop - 2
-    crc = zlib.crc32(memoryview(whole)[:begin])
+    crc = zlib.crc32(whole[:begin])
     offsets = _SPLICE_FIELDS.pack(begin, stop, line_at, brace, crc).hex()
     envelope["splice"] = offsets
     return f'{whole[:-2].decode()}{_SPLICE_AT}{offsets}"}}}}'
@@ -531,7 +540,7 @@ def spliced_line(text: str) -> bytes | None:
         not 10 <= begin <= stop < line_at < brace < end
         or data[brace] != 0x7D  # "}"
         or data[line_at - 7 : line_at + 1] != b'"line":{'
-        or zlib.crc32(memoryview(data)[:begin]) != crc
+        or zlib.crc32(data[:begin]) != crc
     ):
         return None
     comma = b"" if data[brace - 1] == 0x7B else b","  # 0x7B: "{", an empty message
