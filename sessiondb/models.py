@@ -378,7 +378,9 @@ def wire_message(
     twice; a ``Message`` is always checked, as it may have been changed since it was built.
     """
     already = checked and not isinstance(item, Message)
-    if isinstance(item, Message):
+    if item.__class__ is dict:  # the usual case, before the slower checks of ABCs
+        wire = item
+    elif isinstance(item, Message):
         try:
             wire = item.to_wire()
         except PydanticSerializationError as exc:

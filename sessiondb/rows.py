@@ -32,7 +32,7 @@ from .naming import derive_name
 from .validation import column_text, to_json
 
 
-@dataclass
+@dataclass(slots=True)
 class NewRecord:
     """One record about to be written. ``wire`` is a message's checked JSON object."""
 

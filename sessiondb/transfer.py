@@ -719,8 +719,8 @@ class _Rows:
         rows: list[tuple[Any, ...]] = []
         for seq, (row, at) in enumerate(built, start=self.last_seq + 1):
             last = at or last
-            if row.kind == "message":
-                last_message_at = max(last_message_at, last)
+            if row.kind == "message" and last > last_message_at:
+                last_message_at = last
             rows.append(row.values(self.session_id, seq, last))
         self.last, self.last_message_at = last, last_message_at
         news = [row for row, _ in built]

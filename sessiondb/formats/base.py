@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import struct
-import zlib
 from array import array
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
@@ -456,17 +455,18 @@ def dump_stored_line(value: Any) -> bytes:
 #      KEY: {"content": form, "line": {..., "message": {...}}, "splice": hex}}
 #
 # The content comes just before the envelope, the envelope last, the message last in
-# its line, and ``splice`` (40 hex digits) holds where the content is as the line holds
+# its line, and ``splice`` (32 hex digits) holds where the content is as the line holds
 # it (the payload's content list, or the text of its one text block), where the line
-# starts and its message ends, and a CRC-32 of the text before the content. A text
-# whose start is as the import wrote it holds the same members in the same order, so
-# the content and the envelope are where the offsets say; a payload serialised again in
-# another key order (a ``Message`` model writes ``content`` second) fails the CRC, and
-# the writer also checks the bytes the offsets point at. Either way it parses instead.
+# starts and where its message ends. The writer checks the text is still laid out so:
+# the first ``"content":`` in it is the content's key (none of the reader's members
+# before it holds an object; a ``Message`` model, or a sorted dump, writes ``content``
+# second or first, so a payload serialised again is caught), the envelope opens where
+# the content ends, and the line and its message start and end where the offsets say.
+# A text that fails any of these is parsed instead.
 
 _SPLICE_AT = ',"splice":"'
-_SPLICE_TAIL = len(_SPLICE_AT) + 40 + 3  # the hex, then '"}}'
-_SPLICE_FIELDS = struct.Struct(">5I")
+_SPLICE_TAIL = len(_SPLICE_AT) + 32 + 3  # the hex, then '"}}'
+_SPLICE_FIELDS = struct.Struct(">4I")
 # The envelope's opening text by (key, form).
 _OPENERS: dict[tuple[str, Any], bytes] = {}
 # The text block a one-string content is stored as (``wire_message``'s form).
@@ -518,8 +518,7 @@ def splice(payload: dict[str, Any], key: str) -> str | None:
         ):
             return None
         begin, stop = begin + len(_TEXT_BLOCK), stop - 2
-    crc = zlib.crc32(whole[:begin])
-    offsets = _SPLICE_FIELDS.pack(begin, stop, line_at, brace, crc).hex()
+    offsets = _SPLICE_FIELDS.pack(begin, stop, line_at, brace).hex()
     envelope["splice"] = offsets
     return f'{whole[:-2].decode()}{_SPLICE_AT}{offsets}"}}}}'
 
@@ -531,16 +530,24 @@ def spliced_line(text: str) -> bytes | None:
     if tail[:11] != _SPLICE_AT or tail[-3:] != '"}}':
         return None
     try:
-        begin, stop, line_at, brace, crc = _SPLICE_FIELDS.unpack(bytes.fromhex(tail[11:-3]))
+        begin, stop, line_at, brace = _SPLICE_FIELDS.unpack(bytes.fromhex(tail[11:-3]))
     except ValueError:
         return None
     data = text.encode()
     end = len(data) - _SPLICE_TAIL
+    if not 10 <= begin <= stop < line_at < brace < end:
+        return None
+    if data[begin] == 0x5B:  # "[": the content list itself
+        key_at, opens_at = begin - 10, stop
+    else:  # the text of its one text block
+        key_at, opens_at = begin - len(_TEXT_BLOCK) - 10, stop + 2
+        if data[key_at + 10 : begin] != _TEXT_BLOCK or data[stop:opens_at] != b"}]":
+            return None
     if (
-        not 10 <= begin <= stop < line_at < brace < end
-        or data[brace] != 0x7D  # "}"
+        data.find(b'"content":') != key_at
+        or data[opens_at] != 0x2C  # ",": the envelope follows the content
         or data[line_at - 7 : line_at + 1] != b'"line":{'
-        or zlib.crc32(data[:begin]) != crc
+        or data[brace] != 0x7D  # "}"
     ):
         return None
     comma = b"" if data[brace - 1] == 0x7B else b","  # 0x7B: "{", an empty message
@@ -569,6 +576,8 @@ def parse_time(value: Any) -> datetime | None:
             at = datetime.fromisoformat(value)
         except ValueError:
             return None
+        if at.tzinfo is UTC:  # a "Z" or "+00:00": nearly every transcript's
+            return at
         return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     if isinstance(value, int | float) and not isinstance(value, bool):
         try:

@@ -556,8 +556,9 @@ def _to_wire(
     content = message["content"]
     # Laid out as base.splice needs: the envelope's form before its line, the message
     # last in the line (a line written back keeps its values, not its key order).
-    line = {k: v for k, v in value.items() if k != "message"}
-    line["message"] = {k: v for k, v in message.items() if k != "content"}
+    line, bare = dict(value), dict(message)  # copies in C, then a member moved or dropped
+    del line["message"], bare["content"]
+    line["message"] = bare
     envelope: dict[str, Any] = {"content": None, "line": line}
     payload: dict[str, Any] = {"role": role}
     if isinstance(content, str):
