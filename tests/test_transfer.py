@@ -146,6 +146,7 @@ async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
         await store.delete_session(sid, cascade=True)
     assert await counts(store) == (0, 0)
     monkeypatch.setattr(transfer, "STREAM_CHARS", 2_000)
+    monkeypatch.setattr(transfer, "STREAM_RECORDS", 5)
     monkeypatch.setattr(transfer, "BATCH_RECORDS", 5)
     streamed = await import_path(store, CORPUS)
     assert streamed.failures == [] and streamed.session_ids == whole.session_ids
