@@ -345,3 +345,32 @@ async def test_a_namespace_alone_in_its_database_is_read_without_the_check(
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == sorted(
         p.name for p in project.glob("*.jsonl")
     )
+
+
+def test_a_payload_not_laid_out_as_the_reader_does_is_stored_the_usual_way(
+    tmp_path: Path,
+) -> None:
+    """``splice`` refuses what it cannot cut right: a message that is not last in its
+    line (its brace would be another object's), a form it does not know, an envelope
+    with more members (a part), an envelope that is not the payload's last member."""
+    payload, _ = _spliced(tmp_path)
+    payload[KEY].pop("splice")
+    line = payload[KEY]["line"]
+    assert base.splice(copy.deepcopy(payload), KEY) is not None
+    moved = copy.deepcopy(payload)
+    moved[KEY]["line"] = {
+        "message": line["message"],
+        **{k: v for k, v in line.items() if k != "message"},
+        "after": {},
+    }
+    assert base.splice(moved, KEY) is None
+    other = copy.deepcopy(payload)
+    other[KEY]["content"] = "toolResult"
+    assert base.splice(other, KEY) is None
+    part = copy.deepcopy(payload)
+    part[KEY]["part"] = 2
+    assert base.splice(part, KEY) is None
+    first = {KEY: payload[KEY], **{k: v for k, v in payload.items() if k != KEY}}
+    assert base.splice(copy.deepcopy(first), KEY) is None
+    after = {**copy.deepcopy(payload), "later": {"a": {"b": {}}}}  # ends "}}}}" too
+    assert base.splice(after, KEY) is None

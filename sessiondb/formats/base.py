@@ -467,8 +467,9 @@ def dump_stored_line(value: Any) -> bytes:
 _SPLICE_AT = ',"splice":"'
 _SPLICE_TAIL = len(_SPLICE_AT) + 32 + 3  # the hex, then '"}}'
 _SPLICE_FIELDS = struct.Struct(">4I")
-# The envelope's opening text by (key, form).
-_OPENERS: dict[tuple[str, Any], bytes] = {}
+# The envelope's opening text by (key, form), and the forms a splice knows.
+_OPENERS: dict[tuple[str, str], bytes] = {}
+_FORMS = frozenset(("blocks", "string"))
 # The text block a one-string content is stored as (``wire_message``'s form).
 _TEXT_BLOCK = b'[{"type":"text","text":'
 
@@ -486,8 +487,14 @@ def splice(payload: dict[str, Any], key: str) -> str | None:
     usual way.
     """
     envelope = payload[key]
-    form = envelope["content"]
-    if len(envelope) != 2 or next(iter(envelope)) != "content":
+    form, line = envelope["content"], envelope["line"]
+    if (
+        len(envelope) != 2
+        or next(iter(envelope)) != "content"
+        or form not in _FORMS
+        or next(reversed(line), None) != "message"
+        or next(reversed(payload)) != key
+    ):
         return None
     try:
         whole = orjson.dumps(payload)
@@ -498,7 +505,7 @@ def splice(payload: dict[str, Any], key: str) -> str | None:
     if opener is None:
         opener = _OPENERS[key, form] = b',"%s":{"content":"%s","line":{' % (
             key.encode(),
-            str(form).encode(),
+            form.encode(),
         )
     stop = whole.find(opener, begin)
     brace = len(whole) - 4  # the message's "}", then the line's, the envelope's, the payload's
