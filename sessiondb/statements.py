@@ -48,6 +48,7 @@ from sqlalchemy import (
     insert,
     literal_column,
     null,
+    or_,
     select,
     text,
     true,
@@ -814,7 +815,7 @@ def namespace_records(
     ``(session_id, seq)`` order, with the columns of :data:`RECORD_READ`; pass the last
     row's ``(session_id, seq)`` as ``after`` for the next batch.
 
-    ``every``: the namespace holds every session of the database (:func:`sessions_total`),
+    ``every``: the namespace holds every session of the database (:func:`other_namespace`),
     so the batch reads the table in key order with no check of each row's namespace (a
     sixth of a SQLite export's reading). A caller that cannot rule out a session of
     another namespace made since must pass over rows of sessions it does not know.
@@ -827,12 +828,19 @@ def namespace_records(
     return _namespace_records(after is not None, every), params
 
 
-def sessions_total() -> Executable:
-    """How many sessions the database holds, in every namespace: one row, ``n``."""
-    return _SESSIONS_TOTAL
+def other_namespace(namespace: str) -> Bound:
+    """Whether the database holds a session of another namespace: one row, ``other``.
+    Two probes of the namespace index (a name before, a name after), however many
+    sessions there are."""
+    return _OTHER_NAMESPACE, {"ns": namespace}
 
 
-_SESSIONS_TOTAL = select(func.count().label("n")).select_from(sessions)
+_OTHER_NAMESPACE = select(
+    or_(
+        select(literal_column("1")).where(sessions.c.namespace < NS).exists(),
+        select(literal_column("1")).where(sessions.c.namespace > NS).exists(),
+    ).label("other")
+)
 
 
 @cache

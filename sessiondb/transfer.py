@@ -999,7 +999,7 @@ async def export_all(
         after_id = page[-1]["id"]
     # A namespace that holds every session reads the records with no namespace check;
     # the writer passes over a session made in another namespace since (not in infos).
-    every = (await backend.fetch((q.sessions_total(), {})))[0]["n"] == len(infos)
+    every = not (await backend.fetch(q.other_namespace(store.namespace)))[0]["other"]
     # A fork past seq 0 exports its parent's records too (in the formats that need them).
     forks = [i for i, info in infos.items() if info.parent_id is not None and info.fork_seq]
     bulk = {i: info for i, info in infos.items() if not (info.parent_id and info.fork_seq)}

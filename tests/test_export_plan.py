@@ -147,3 +147,35 @@ async def _manual_analyses(url: str) -> int:
         return int(row[0])
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_sqlite_finds_another_namespace_by_two_index_probes(store: SessionStore) -> None:
+    """Export asks whether another namespace exists before reading without the
+    namespace check: a search of the namespace index each side, not a scan."""
+    stmt, params = q.other_namespace(store.namespace)
+    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
+    conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
+    try:
+        plan = conn.execute(f"EXPLAIN QUERY PLAN {raw.sql}", raw.args(params)).fetchall()
+    finally:
+        conn.close()
+    details = [str(row[3]) for row in plan]
+    searches = [d for d in details if d.startswith("SEARCH") and "(namespace<?)" in d]
+    searches += [d for d in details if d.startswith("SEARCH") and "(namespace>?)" in d]
+    assert len(searches) == 2, details
+    assert not any(d.startswith("SCAN sessiondb") for d in details), details
+
+
+async def test_another_namespace_is_seen(store: SessionStore, db_url: str) -> None:
+    (row,) = await store._backend.fetch(q.other_namespace(store.namespace))
+    assert not row["other"]
+    await store.create_session()
+    (row,) = await store._backend.fetch(q.other_namespace(store.namespace))
+    assert not row["other"]
+    for name in ("a-first", "zz-last"):  # before and after "default"
+        async with SessionStore.open(db_url, namespace=name) as other:
+            sid = (await other.create_session()).id
+            (row,) = await store._backend.fetch(q.other_namespace(store.namespace))
+            assert row["other"]
+            await other.delete_session(sid)
