@@ -1006,7 +1006,13 @@ async def export_all(
 
     async def read(after: Any) -> list[Any]:
         return await backend.fetch(
-            q.namespace_records(store.namespace, after=after, limit=EXPORT_BATCH, every=every),
+            q.namespace_records(
+                store.namespace,
+                after=after,
+                limit=EXPORT_BATCH,
+                every=every,
+                flavour=store._flavour,
+            ),
             plain=True,
         )
 

@@ -25,12 +25,16 @@ from sessiondb import SessionStore, transfer
 from sessiondb import statements as q
 
 
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["text", "bytes"])
 @pytest.mark.parametrize("every", [False, True], ids=["checked", "alone"])
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_sqlite_reads_each_batch_by_a_range_of_the_primary_key(
-    store: SessionStore, every: bool
+    store: SessionStore, every: bool, as_bytes: bool
 ) -> None:
-    stmt, params = q.namespace_records(store.namespace, after=("s", 1), limit=10, every=every)
+    flavour = store._flavour if as_bytes else None
+    stmt, params = q.namespace_records(
+        store.namespace, after=("s", 1), limit=10, every=every, flavour=flavour
+    )
     raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
     conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
     try:
@@ -124,8 +128,11 @@ async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_p
 
 
 async def _plan(url: str, store: SessionStore, after: tuple[str, int] | None) -> str:
-    # A batch a fortieth of the rows, as an export of 200,000 records reads them.
-    stmt, params = q.namespace_records(store.namespace, after=after, limit=500)
+    # A batch a fortieth of the rows, as an export of 200,000 records reads them (the
+    # payload as bytes, as export reads it).
+    stmt, params = q.namespace_records(
+        store.namespace, after=after, limit=500, flavour=store._flavour
+    )
     raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
     args = [sql.literal(v) for v in raw.args(params)]
     text = raw.sql

@@ -48,6 +48,7 @@ def _cut(payload: dict[str, Any]) -> tuple[str, bytes]:
     assert orjson.loads(text) == payload  # the payload now holds its splice too
     line = base.spliced_line(text)
     assert line is not None and line.endswith(b"\n")
+    assert base.spliced_line(text.encode()) == line  # the payload as export reads it
     return text, line
 
 
@@ -209,6 +210,8 @@ def test_a_text_that_is_not_laid_out_so_is_parsed(tmp_path: Path) -> None:
     assert base.spliced_line(" " + text) is None  # the exact path's mark
     sorted_text = json.dumps(orjson.loads(text), sort_keys=True, separators=(",", ":"))
     assert base.spliced_line(sorted_text) is None
+    for bad in (text[:-1], " " + text, sorted_text, text[-60:]):
+        assert base.spliced_line(bad.encode()) is None
 
 
 @settings(max_examples=300, deadline=None)
@@ -216,9 +219,29 @@ def test_a_text_that_is_not_laid_out_so_is_parsed(tmp_path: Path) -> None:
 def test_any_text_cuts_to_a_line_or_to_none(text: str, tail: str) -> None:
     """Never an exception, whatever a row holds (the writer calls these on every row)."""
     for candidate in (text + tail, text + ',"splice":"' + "0" * 40 + tail):
-        assert base.spliced_line(candidate) is None  # no CRC of nothing is 0 and fits
-        line = base.entry_line(candidate, claude_code._ENTRY_OPEN)
-        assert line is None or candidate.startswith(claude_code._ENTRY_OPEN)
+        data = candidate.encode("utf-8", "surrogatepass")  # as export reads a payload
+        for payload in (candidate, data):
+            assert base.spliced_line(payload) is None  # no offsets of nothing fit
+            line = base.entry_line(payload, claude_code._ENTRY_OPEN)
+            assert line is None or data.startswith(claude_code._ENTRY_OPEN)
+            assert line == base.entry_line(data, claude_code._ENTRY_OPEN)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    head=st.binary(max_size=60),
+    marker=st.sampled_from([b',"splice":"', b',"splice":"0']),
+    digits=st.text("0123456789abcdefxyz", max_size=40).map(str.encode),
+    tail=st.sampled_from([b'"}}', b"", b'0"}}', b"}"]),
+)
+def test_any_bytes_cut_to_a_line_or_to_none(
+    head: bytes, marker: bytes, digits: bytes, tail: bytes
+) -> None:
+    """Export reads payloads as bytes: a short or odd tail (too few hex digits, not hex,
+    a payload shorter than the tail) is ``None``, never an exception."""
+    for data in (head + marker + digits + tail, marker + digits + tail, head + tail):
+        line = base.spliced_line(data)
+        assert line is None or line.endswith(b"\n")
 
 
 def test_an_entry_is_cut_only_when_its_line_is_its_last_member() -> None:

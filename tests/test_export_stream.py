@@ -72,7 +72,12 @@ async def test_a_failed_read_stops_the_export_with_its_error(
     monkeypatch.setattr(transfer, "EXPORT_BATCH", 100)
     reads = 0
     fetch = store._backend.fetch
-    batches = [q._namespace_records(a, e) for a in (False, True) for e in (False, True)]
+    batches = [
+        q._namespace_records(a, e, f)
+        for a in (False, True)
+        for e in (False, True)
+        for f in (None, store._flavour)
+    ]
 
     async def failing(bound: object, **options: Any) -> object:
         nonlocal reads

@@ -24,6 +24,7 @@ import json
 import sqlite3
 import struct
 from array import array
+from binascii import unhexlify
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -145,7 +146,7 @@ class StoredRecord:
 
     def __init__(
         self, session_id: str, seq: int, kind: str, created_at: datetime | str,
-        uuid: str | None, data: dict[str, Any] | None = None, text: str | None = None,
+        uuid: str | None, data: dict[str, Any] | None = None, text: str | bytes | None = None,
     ) -> None:  # fmt: skip
         self.session_id, self.seq, self.kind, self.uuid = session_id, seq, kind, uuid
         self._at, self._data, self._text = created_at, data, text
@@ -158,8 +159,9 @@ class StoredRecord:
         return at
 
     @property
-    def text(self) -> str | None:
-        """The row's payload text as stored (``None`` for a record built from a model)."""
+    def text(self) -> str | bytes | None:
+        """The row's payload text as stored, or its UTF-8 bytes as export reads it
+        (``None`` for a record built from a model)."""
         return self._text
 
     @property
@@ -255,13 +257,14 @@ class Format(Protocol):
 
     def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
         """:meth:`write` over rows of the records table as export reads them (its bulk
-        path): ``(session_id, seq, kind, created_at, uuid, payload text)``; a format
+        path): ``(session_id, seq, kind, created_at, uuid, payload)``, the payload as
+        text or as its UTF-8 bytes; a format
         with no faster way passes them to :meth:`write_stored` (:func:`stored_records`)."""
         ...
 
 
 # A row of the records table as export reads it (``statements.RECORD_READ``).
-Row = tuple[str, int, str, datetime | str, str | None, str]
+Row = tuple[str, int, str, datetime | str, str | None, str | bytes]
 
 
 def stored_records(rows: Iterable[Row]) -> Iterator[StoredRecord]:
@@ -465,6 +468,7 @@ def dump_stored_line(value: Any) -> bytes:
 # A text that fails any of these is parsed instead.
 
 _SPLICE_AT = ',"splice":"'
+_SPLICE_AT_BYTES = _SPLICE_AT.encode()
 _SPLICE_TAIL = len(_SPLICE_AT) + 32 + 3  # the hex, then '"}}'
 _SPLICE_FIELDS = struct.Struct(">4I")
 # The envelope's opening text by (key, form), and the forms a splice knows.
@@ -530,18 +534,19 @@ def splice(payload: dict[str, Any], key: str) -> str | None:
     return f'{whole[:-2].decode()}{_SPLICE_AT}{offsets}"}}}}'
 
 
-def spliced_line(text: str) -> bytes | None:
-    """The line a :func:`splice` payload's text holds, with its newline; ``None`` for
-    any other text (the writer then parses the payload)."""
-    tail = text[-_SPLICE_TAIL:]
-    if tail[:11] != _SPLICE_AT or tail[-3:] != '"}}':
+def spliced_line(text: str | bytes) -> bytes | None:
+    """The line a :func:`splice` payload's text (or its UTF-8 bytes, as export reads it)
+    holds, with its newline; ``None`` for any other text (the writer then parses the
+    payload)."""
+    data = text if text.__class__ is bytes else str(text).encode("utf-8", "surrogatepass")
+    assert isinstance(data, bytes)
+    end = len(data) - _SPLICE_TAIL
+    if end < 10 or data[end : end + 11] != _SPLICE_AT_BYTES or data[-3:] != b'"}}':
         return None
     try:
-        begin, stop, line_at, brace = _SPLICE_FIELDS.unpack(bytes.fromhex(tail[11:-3]))
-    except ValueError:
+        begin, stop, line_at, brace = _SPLICE_FIELDS.unpack(unhexlify(data[end + 11 : -3]))
+    except ValueError:  # not hex (binascii.Error)
         return None
-    data = text.encode()
-    end = len(data) - _SPLICE_TAIL
     if not 10 <= begin <= stop < line_at < brace < end:
         return None
     if data[begin] == 0x5B:  # "[": the content list itself
@@ -563,16 +568,19 @@ def spliced_line(text: str) -> bytes | None:
     )
 
 
-def entry_line(text: str, prefix: str) -> bytes | None:
-    """The line an :func:`entry_payload` text with no extra members holds (``prefix``:
-    ``{"format":"<name>","line":{``), with its newline; ``None`` for any other text.
+def entry_line(text: str | bytes, prefix: bytes) -> bytes | None:
+    """The line an :func:`entry_payload` text (or its UTF-8 bytes) with no extra members
+    holds (``prefix``: ``{"format":"<name>","line":{``), with its newline; ``None`` for
+    any other text.
 
     The line is the object after the prefix up to the payload's closing brace: the
     payload has no member after it (an extra member comes before the line, and a part
     number written after it by an older import ends the text with a digit, not ``}}``).
     """
-    if text.startswith(prefix) and text.endswith("}}"):
-        return f"{text[len(prefix) - 1 : -1]}\n".encode()
+    data = text if text.__class__ is bytes else str(text).encode("utf-8", "surrogatepass")
+    assert isinstance(data, bytes)
+    if data.startswith(prefix) and data.endswith(b"}}"):
+        return data[len(prefix) - 1 : -1] + b"\n"
     return None
 
 

@@ -103,7 +103,7 @@ NAME = "claude-code"
 KEY = "claudeCode"
 _PART = re.compile(r"^(?P<stem>.+)_part(?P<n>[0-9]+)$")
 # An entry payload of this format with no extra member (``base.entry_line``).
-_ENTRY_OPEN = '{"format":"claude-code","line":{'
+_ENTRY_OPEN = b'{"format":"claude-code","line":{'
 _LINE_TYPES = frozenset(
     (
         "user",
