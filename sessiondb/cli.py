@@ -1,6 +1,8 @@
 """``sessiondb``: migrate and inspect a session database from the shell.
 
-Each subcommand is a small parser set-up and one handler over the public API.
+Each subcommand is a small parser set-up and one handler over the public API. Every
+stored string printed for people goes through :func:`sessiondb.terminal.shown` (controls
+and bidi characters made visible); ``--json`` prints the exact strings.
 """
 
 from __future__ import annotations
@@ -9,17 +11,21 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import unquote
 
 from . import compaction, retention, transfer
-from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL
+from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
 from .store import SessionStore
+from .terminal import shown
 
 Handler = Callable[[SessionStore, argparse.Namespace, TextIO], Coroutine[Any, Any, None]]
 
@@ -118,7 +124,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         asyncio.run(_run(args, stream))
     except SessionDBError as exc:
-        print(f"sessiondb: error: {_one_line(exc)}", file=sys.stderr)
+        message = _without_secrets(_one_line(exc), args.db or os.environ.get(ENV_URL) or "")
+        print(f"sessiondb: error: {shown(message)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -169,7 +176,28 @@ def _require_existing(store: SessionStore) -> None:
     if not path.exists():
         raise ConfigurationError(
             f"no database at {path}; run `sessiondb migrate` (with --db {path}) to create it"
-        )
+        )  # main() shows the message escaped
+
+
+# A password shorter than this is not searched for in error messages: masking every "a"
+# of a message would hide the error, and so short a password guards nothing.
+_SHORTEST_MASKED_SECRET = 4
+_URL_PASSWORD = re.compile(r"://[^:/?#\s]*:([^\n]*)@")
+_SECRET_VALUE = re.compile(r"(?i)pass[\w.-]*\s*=\s*([^\s&;]+)")
+
+
+def _without_secrets(message: str, url: str) -> str:
+    """``message`` with URL passwords masked, and also any copy of the password of
+    ``url`` (the database URL given), wherever a driver's message may have put it."""
+    secrets = {
+        form
+        for match in (*_URL_PASSWORD.finditer(url), *_SECRET_VALUE.finditer(url))
+        for form in (match.group(1), unquote(match.group(1)))
+        if len(form) >= _SHORTEST_MASKED_SECRET
+    }
+    for secret in sorted(secrets, key=len, reverse=True):
+        message = message.replace(secret, MASK)
+    return redact(message)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -191,8 +219,8 @@ def _timestamp(at: datetime) -> str:
 
 async def _migrate(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
     await store.migrate(args.revision)
-    url = store.settings.url.render_as_string(hide_password=True)
-    print(f"migrated {url} to {args.revision}", file=out)
+    url = masked_url(store.settings.url)
+    print(f"migrated {shown(url)} to {shown(args.revision)}", file=out)
 
 
 async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
@@ -210,16 +238,18 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
     rows = [("ID", "LAST ACTIVITY", "MSGS", "SOURCE", "KEY", "TURN", "NAME")]
     for s in page.items:
         when = s.last_message_at or s.created_at
-        name = s.name or ""
+        name = shown(s.name or "")
         if s.parent_id:
-            name = f"{name} (fork of {s.parent_id}@{s.fork_seq})"
-        turn = "-" if s.turn is None else f"{s.turn.holder} since {s.turn.acquired_at:%H:%M:%S}"
+            name = f"{name} (fork of {shown(s.parent_id)}@{s.fork_seq})"
+        turn = (
+            "-" if s.turn is None else f"{shown(s.turn.holder)} since {s.turn.acquired_at:%H:%M:%S}"
+        )
         rows.append(
             (
-                s.id,
+                shown(s.id),
                 when.strftime("%Y-%m-%d %H:%M:%S"),
                 str(s.message_count),
-                s.source,
+                shown(s.source),
                 _shown_key(s.key),
                 turn,
                 name,
@@ -233,16 +263,16 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
     if not page.items:
         print("(no sessions)", file=out)
     if page.next_cursor:
-        print(f"more: --cursor {page.next_cursor}", file=out)
+        print(f"more: --cursor {shown(page.next_cursor)}", file=out)
 
 
 def _shown_key(key: str | None) -> str:
     """A key for the table: ``-`` for none; quoted when spaces or odd characters would
-    hide what it is (``"k "`` and ``k`` are different keys)."""
+    hide what it is (``"k "`` and ``k`` are different keys); escaped as every cell is."""
     if key is None:
         return "-"
     plain = key.isprintable() and not any(c.isspace() for c in key) and key not in ("-", '"')
-    return key if plain and not key.startswith('"') else json.dumps(key, ensure_ascii=False)
+    return shown(key if plain and not key.startswith('"') else json.dumps(key, ensure_ascii=False))
 
 
 async def _show(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
@@ -276,14 +306,14 @@ def _record_json(r: Record) -> dict[str, Any]:
 
 
 def _print_header(info: SessionInfo, out: TextIO) -> None:
-    print(f"session {info.id}  {info.name or '(unnamed)'}", file=out)
-    details = [f"{info.message_count} messages", f"head #{info.last_seq}", info.source]
+    print(f"session {shown(info.id)}  {shown(info.name or '(unnamed)')}", file=out)
+    details = [f"{info.message_count} messages", f"head #{info.last_seq}", shown(info.source)]
     if info.key is not None:
         details.append(f"key {_shown_key(info.key)}")
     if info.model:
-        details.append(f"model {info.model}")
+        details.append(f"model {shown(info.model)}")
     if info.parent_id:
-        details.append(f"fork of {info.parent_id} at #{info.fork_seq}")
+        details.append(f"fork of {shown(info.parent_id)} at #{info.fork_seq}")
     m = info.metrics
     if m.input_tokens or m.output_tokens:
         details.append(f"tokens in {m.input_tokens} / out {m.output_tokens}")
@@ -301,18 +331,20 @@ def _record_lines(r: Record, *, deleted: bool) -> list[str]:
             f"#{r.seq} ── compaction: history before #{c.first_kept_seq} summarised "
             f"({c.tokens_before} tokens){mark}",
             *_indent(c.summary),
+            *(f"    read: {shown(path)}" for path in c.read_files),
+            *(f"    modified: {shown(path)}" for path in c.modified_files),
         ]
     if r.tombstone is not None:
-        reason = f": {r.tombstone.reason}" if r.tombstone.reason else ""
+        reason = f": {shown(r.tombstone.reason)}" if r.tombstone.reason else ""
         return [f"#{r.seq} ── deleted #{r.tombstone.target_seq}{reason}"]
     kind = (r.entry or {}).get("type", "entry")
-    return [f"#{r.seq} ── {kind}{mark}"]
+    return [f"#{r.seq} ── {shown(str(kind))}{mark}"]
 
 
 def _message_lines(seq: int, m: Message, mark: str) -> list[str]:
     label = {"user": "user", "assistant": "assistant", "toolResult": "tool result"}[m.role]
     if m.role == "toolResult":
-        label += f" {m.tool_name or ''}({m.tool_call_id or '?'})".replace(" (", "(")
+        label += f" {shown(m.tool_name or '')}({shown(m.tool_call_id or '?')})".replace(" (", "(")
         if m.is_error:
             label += " ERROR"
     lines = [f"#{seq} {label}{mark}"]
@@ -326,22 +358,27 @@ def _message_lines(seq: int, m: Message, mark: str) -> list[str]:
             args = json.dumps(block.arguments, ensure_ascii=False)
             if len(args) > RESULT_PREVIEW:
                 args = args[:RESULT_PREVIEW] + "…"
-            lines.append(f"    → {block.name}({block.id}) {args}")
+            lines.append(f"    → {shown(block.name)}({shown(block.id)}) {shown(args)}")
         elif isinstance(block, ThinkingContent):
             lines.extend(_indent(block.thinking, prefix="    (thinking) "))
         else:
-            lines.append(f"    [{block.type}]")
+            lines.append(f"    [{shown(block.type)}]")
     return lines
 
 
 def _indent(text: str, prefix: str = "    ") -> list[str]:
-    return [prefix + line for line in text.splitlines()] or [prefix.rstrip()]
+    """A stored body, escaped, one printed line per ``\\n`` (every other line break is
+    shown as its escape: it is not a line of the text as stored)."""
+    lines = shown(text, one_line=False).split("\n")
+    if lines[-1] == "":  # as str.splitlines: a final newline ends a line, starts none
+        lines.pop()
+    return [prefix + line for line in lines] or [prefix.rstrip()]
 
 
 async def _rm(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
     deleted = await store.delete_session(args.id, cascade=args.cascade)
     for session_id in deleted:
-        print(f"deleted {session_id}", file=out)
+        print(f"deleted {shown(session_id)}", file=out)
 
 
 async def _prune(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
@@ -362,14 +399,14 @@ async def _prune(store: SessionStore, args: argparse.Namespace, out: TextIO) -> 
         return
     verb = "would delete" if report.dry_run else "deleted"
     for session_id in report.deleted:
-        print(f"{verb} {session_id}", file=out)
+        print(f"{verb} {shown(session_id)}", file=out)
     for session_id in report.kept_for_forks:
-        print(f"kept {session_id} (a fork of it is active)", file=out)
+        print(f"kept {shown(session_id)} (a fork of it is active)", file=out)
     for session_id in report.kept_busy:
-        print(f"kept {session_id} (a turn is held on it)", file=out)
+        print(f"kept {shown(session_id)} (a turn is held on it)", file=out)
     print(
         f"{verb} {report.deleted_count} session(s) idle since before "
-        f"{_timestamp(report.cutoff)} in namespace {report.namespace!r}; "
+        f"{_timestamp(report.cutoff)} in namespace {shown(repr(report.namespace))}; "
         f"kept {report.kept_count}",
         file=out,
     )
@@ -413,18 +450,18 @@ async def _compact(store: SessionStore, args: argparse.Namespace, out: TextIO) -
         json.dump(data, out, indent=2)
         out.write("\n")
     elif "firstKeptSeq" not in data or data["firstKeptSeq"] is None:
-        print(f"session {args.id}: nothing to compact", file=out)
+        print(f"session {shown(args.id)}: nothing to compact", file=out)
     else:
         verb = "would keep" if args.dry_run else "compacted; kept"
         after = f" -> {data['tokensAfter']}" if "tokensAfter" in data else ""
         print(
-            f"session {args.id}: {verb} messages from #{data['firstKeptSeq']}"
+            f"session {shown(args.id)}: {verb} messages from #{data['firstKeptSeq']}"
             f"{' (split turn)' if data['splitTurn'] else ''}; tokens {data['tokensBefore']}{after}",
             file=out,
         )
         for key, label in (("readFiles", "read"), ("modifiedFiles", "modified")):
             for path in data[key]:
-                print(f"  {label}: {path}", file=out)
+                print(f"  {label}: {shown(path)}", file=out)
 
 
 def _load_summarizer(spec: str | None) -> Any:
@@ -479,7 +516,7 @@ async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
     for path, r in reports:
         rows.append(
             (
-                path,
+                shown(path),
                 str(r.files),
                 str(r.created),
                 str(r.skipped),
@@ -494,11 +531,14 @@ async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
     bad = [b for _, r in reports for b in r.bad_lines]
     failures = [f for _, r in reports for f in r.failures]
     for b in bad[:BAD_LINES_SHOWN]:
-        print(f"bad line (kept): {b}", file=out)
+        print(f"bad line (kept): {shown(str(b))}", file=out)
     if len(bad) > BAD_LINES_SHOWN:
         print(f"… and {len(bad) - BAD_LINES_SHOWN} more bad lines", file=out)
+    for _, r in reports:
+        for skipped in getattr(r, "skipped_paths", ()):
+            print(f"skipped: {shown(str(skipped))}", file=out)
     for f in failures:
-        print(f"failed: {f}", file=out)
+        print(f"failed: {shown(str(f))}", file=out)
     total = [r for _, r in reports]
     print(
         f"created {sum(r.created for r in total)}, skipped {sum(r.skipped for r in total)}, "
@@ -518,7 +558,7 @@ class _ImportProgress:
     ``import_path`` after each file."""
 
     def __init__(self, path: str) -> None:
-        self._path = path
+        self._path = shown(path)
         self._bar: Any = None
         self._task: Any = None
         if sys.stderr.isatty():
@@ -542,7 +582,10 @@ class _ImportProgress:
     def __enter__(self) -> _ImportProgress:
         if self._bar is not None:
             self._bar.start()
-            self._task = self._bar.add_task(self._path, total=None, records=0, rate=0)
+            # The description is rich markup: a "[" of the path must not style the bar.
+            markup: Any = importlib.import_module("rich.markup")
+            description = markup.escape(self._path)
+            self._task = self._bar.add_task(description, total=None, records=0, rate=0)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -552,7 +595,7 @@ class _ImportProgress:
     def __call__(self, p: transfer.ImportProgress) -> None:
         if self._bar is None:
             print(
-                f"[{p.files_done}/{p.files_total}] {p.path}: {p.records} records, "
+                f"[{p.files_done}/{p.files_total}] {shown(str(p.path))}: {p.records} records, "
                 f"{p.created} created, {p.skipped} skipped, {p.failed} failed",
                 file=sys.stderr,
             )
@@ -574,8 +617,8 @@ async def _export(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
         }
     for sid, paths in written.items():
         for path in paths:
-            print(f"{sid}  {path}", file=out)
-    print(f"exported {len(written)} session(s) to {args.out}", file=out)
+            print(f"{shown(sid)}  {shown(str(path))}", file=out)
+    print(f"exported {len(written)} session(s) to {shown(args.out)}", file=out)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,13 @@ DEFAULT_POOL_MAX_SIZE = 10
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
 # Both databases refuse a value of 1 GB or more.
 MAX_RECORD_BYTES_CEILING = 1_000_000_000
+
+# Options whose values are never shown (in a repr, an error or the CLI): a key of
+# ``connect_args`` or ``server_settings``, or a URL query parameter, is secret when its
+# lower-cased name contains one of these. "pass" covers password, passfile, sslpassword
+# and passphrase; "key" and "cert" cover sslkey, sslcert and api keys.
+SECRET_KEY_PARTS = ("pass", "secret", "token", "key", "cert", "cred", "auth")
+MASK = "***"
 
 
 @dataclass(frozen=True)
@@ -73,10 +81,29 @@ class ConnectOptions:
                 f"need 1 <= pool_max_size and pool_min_size <= pool_max_size, got "
                 f"{self.pool_min_size} and {self.pool_max_size}"
             )
+        # The values are never shown: connect_args carries passwords.
         for name in ("server_settings", "connect_args"):
             value = getattr(self, name)
-            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-                raise ConfigurationError(f"{name} must be a dict with string keys, got {value!r}")
+            if not isinstance(value, Mapping):
+                raise ConfigurationError(f"{name} must be a dict, got {type(value).__name__}")
+            for key in value:
+                if not isinstance(key, str):
+                    raise ConfigurationError(
+                        f"{name} keys must be strings, got a key of type {type(key).__name__}"
+                    )
+        for key, value in self.server_settings.items():
+            if not isinstance(value, str):
+                raise ConfigurationError(
+                    f"server_settings[{key!r}] must be a string, got {type(value).__name__}"
+                )
+
+    def __repr__(self) -> str:
+        return (
+            f"ConnectOptions(connect_timeout={self.connect_timeout!r}, "
+            f"pool_min_size={self.pool_min_size!r}, pool_max_size={self.pool_max_size!r}, "
+            f"server_settings={masked_options(self.server_settings)}, "
+            f"ssl={_shown_value(self.ssl)}, connect_args={masked_options(self.connect_args)})"
+        )
 
 
 @dataclass(frozen=True)
@@ -100,6 +127,12 @@ class Settings:
             raise ConfigurationError(
                 f"max_record_bytes must be an int in 1..{MAX_RECORD_BYTES_CEILING}, got {limit!r}"
             )
+
+    def __repr__(self) -> str:
+        return (
+            f"Settings(url={masked_url(self.url)!r}, namespace={self.namespace!r}, "
+            f"connect={self.connect!r}, max_record_bytes={self.max_record_bytes!r})"
+        )
 
     @classmethod
     def from_env(
@@ -176,10 +209,7 @@ def normalize_url(raw: str | URL) -> URL:
             return URL.create("sqlite", database=":memory:")
         if "://" not in text:
             return URL.create("sqlite", database=text)
-        try:
-            url = make_url(text)
-        except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
-            raise ConfigurationError(f"cannot parse database URL {text!r}") from exc
+        url = _parse_url(text)
     else:
         url = raw
     if url.drivername.partition("+")[0] == "postgres":  # the spelling Heroku and libpq allow
@@ -197,6 +227,73 @@ def normalize_url(raw: str | URL) -> URL:
             )
         return url.set(drivername="postgresql+asyncpg")
     raise ConfigurationError(
-        f"unsupported database {backend!r} in URL {url.render_as_string(hide_password=True)!r}; "
+        f"unsupported database {backend!r} in URL {masked_url(url)!r}; "
         "sessiondb supports postgresql:// and sqlite:// (or a file path)"
     )
+
+
+def _parse_url(text: str) -> URL:
+    # The parser's own errors quote the whole URL, password and all: neither its message
+    # nor the exception itself (as a cause) may reach the caller.
+    try:
+        return make_url(text)
+    except ArgumentError:
+        problem = "not of the form scheme://user:password@host:port/database"
+    except ValueError:  # int() of the port
+        problem = "a malformed host or port"
+    raise ConfigurationError(f"cannot parse database URL {masked_url(text)!r}: {problem}")
+
+
+# ``scheme://user:PASSWORD@``: the password runs to the last "@" (an unencoded "@" in a
+# password is common, and SQLAlchemy's parser then splits it), so that a URL that does
+# not parse is masked too. A user name has no ":" or "/".
+_URL_PASSWORD = re.compile(r"(://[^:/?#\s]*:)[^\n]*@")
+_SECRET_NAME = r"[\w.-]*(?:" + "|".join(SECRET_KEY_PARTS) + r")[\w.-]*"
+# ``password=S3cr3t`` in a query string or a libpq DSN, and ``'password': 'S3cr3t'``.
+_SECRET_PAIR = re.compile(
+    rf"(?i)(\b{_SECRET_NAME}\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s&;,'\")]*)"
+    rf"|(['\"]{_SECRET_NAME}['\"]\s*:\s*)('[^']*'|\"[^\"]*\"|[^,}}\s]*)"
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with the passwords of URLs in it and the values of secret-named
+    parameters (``password=…``, see :data:`SECRET_KEY_PARTS`) replaced by ``***``;
+    for a URL that may not parse, or an error message that may quote one."""
+    text = _URL_PASSWORD.sub(rf"\1{MASK}@", text)
+    return _SECRET_PAIR.sub(_mask_pair, text)
+
+
+def _mask_pair(match: re.Match[str]) -> str:
+    return (match.group(1) or match.group(3)) + MASK
+
+
+def masked_url(url: URL | str) -> str:
+    """A URL as it may be shown: its password and secret parameters masked."""
+    if isinstance(url, URL):
+        url = url.render_as_string(hide_password=True)
+    return redact(url)
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether an option named ``key`` holds a secret (see :data:`SECRET_KEY_PARTS`)."""
+    return isinstance(key, str) and any(part in key.lower() for part in SECRET_KEY_PARTS)
+
+
+def masked_options(options: Mapping[str, Any]) -> str:
+    """``connect_args`` or ``server_settings`` as a repr that shows no secret."""
+    items = (
+        f"{key!r}: {MASK if is_secret_key(key) else _shown_value(value)}"
+        for key, value in options.items()
+    )
+    return "{" + ", ".join(items) + "}"
+
+
+def _shown_value(value: object) -> str:
+    """A plain value's repr (strings redacted); only the type of anything else, whose
+    repr may hold a key or a password (an SSL context, a password callable)."""
+    if isinstance(value, str):
+        return repr(redact(value))
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    return f"<{type(value).__name__}>"

@@ -220,10 +220,15 @@ class SessionStore:
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
         """
+        # The type, never the value: connect_args carries passwords.
         if server_settings is not None and not isinstance(server_settings, Mapping):
-            raise ConfigurationError(f"server_settings must be a dict, got {server_settings!r}")
+            raise ConfigurationError(
+                f"server_settings must be a dict, got {type(server_settings).__name__}"
+            )
         if connect_args is not None and not isinstance(connect_args, Mapping):
-            raise ConfigurationError(f"connect_args must be a dict, got {connect_args!r}")
+            raise ConfigurationError(
+                f"connect_args must be a dict, got {type(connect_args).__name__}"
+            )
         options = ConnectOptions(
             connect_timeout=connect_timeout,
             pool_min_size=pool_min_size,
@@ -233,6 +238,9 @@ class SessionStore:
             connect_args=dict(connect_args or {}),
         )
         return cls(Settings.from_env(url, namespace, options, max_record_bytes))
+
+    def __repr__(self) -> str:
+        return f"SessionStore({self.settings!r})"  # Settings masks the secrets
 
     async def close(self) -> None:
         """Close every connection and thread the store holds; idempotent. Any later call
