@@ -25,7 +25,7 @@ from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_ur
 from .errors import ConfigurationError, SessionDBError
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
 from .store import SessionStore
-from .terminal import shown
+from .terminal import json_for_terminal, shown
 
 Handler = Callable[[SessionStore, argparse.Namespace, TextIO], Coroutine[Any, Any, None]]
 
@@ -283,8 +283,7 @@ async def _show(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
             "session": info.model_dump(mode="json", by_alias=True),
             "records": [_record_json(r) for r in recs],
         }
-        json.dump(data, out, indent=2, ensure_ascii=False)
-        out.write("\n")
+        out.write(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False)) + "\n")
         return
     dead = {r.tombstone.target_seq for r in recs if r.tombstone is not None}
     _print_header(info, out)

@@ -20,6 +20,9 @@ A single-line field (a name, an id, a table cell, a path) escapes ``\\n`` and ``
 well, so that it cannot start a forged line or shift a column. A multi-line body
 (``one_line=False``: message text, thinking, a summary) keeps ``\\n`` and ``\\t``.
 
+``--json`` output goes through :func:`json_for_terminal`, which writes the same characters
+as JSON escapes (``\\u001b``): the same JSON value for a script, nothing raw on a terminal.
+
 A backslash is not escaped: printable text is shown unchanged, so a path or a regex reads
 as it was written. The display is therefore not a round trip (the four characters
 ``\\x1b`` and an escaped ESC look alike); ``--json`` is the exact form.
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["shown"]
+__all__ = ["json_for_terminal", "shown"]
 
 # Characters a terminal acts on rather than shows, or that reorder the text around them.
 _CONTROL_RANGES = (
@@ -77,3 +80,18 @@ def shown(text: str, *, one_line: bool = True) -> str:
             printed over several lines, which keeps them.
     """
     return (_ONE_LINE if one_line else _MULTI_LINE).sub(_replace, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_for_terminal(text: str) -> str:
+    """JSON text (as ``json.dumps`` writes it, indented or not) with every character
+    :func:`shown` would escape written as a ``\\uXXXX`` escape: it decodes to the
+    same value, and prints no control, bidi character or lone surrogate raw.
+
+    Such characters occur in ``json.dumps`` output only inside strings (and only with
+    ``ensure_ascii=False``), where a ``\\u`` escape means the same character.
+    """
+    return _MULTI_LINE.sub(_json_escape, text)

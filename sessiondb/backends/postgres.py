@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import ssl as ssl_module
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -119,6 +120,23 @@ def connect_kwargs(settings: Settings) -> dict[str, Any]:
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     kwargs.update(opts.connect_args)
     return kwargs
+
+
+def _check_connect_args(asyncpg: Any, connect_args: Mapping[str, Any]) -> None:
+    """A ``connect_args`` key that ``asyncpg.connect`` does not take is a
+    ConfigurationError naming the key now, not a TypeError at the first query."""
+    taken = inspect.signature(asyncpg.connect).parameters
+    for key in connect_args:
+        if key not in taken or key == "loop":
+            raise ConfigurationError(
+                f"connect_args key {key!r} is not an argument of asyncpg.connect"
+            )
+    settings = connect_args.get("server_settings")
+    if settings is not None and (
+        not isinstance(settings, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in settings.items())
+    ):
+        raise ConfigurationError("connect_args['server_settings'] must be a dict of strings")
 
 
 def _int_param(query: Mapping[str, str], name: str, default: int | None, raw: Any = None) -> Any:
@@ -234,6 +252,7 @@ class PostgresBackend:
         self._asyncpg = _import_asyncpg()
         self._settings = settings
         self._kwargs = connect_kwargs(settings)
+        _check_connect_args(self._asyncpg, settings.connect.connect_args)
         self._where = _where(self._kwargs)
         self._timeout: float | None = self._kwargs.get("timeout")
         # Without named prepared statements (PgBouncer), a lone statement runs in a
