@@ -533,9 +533,9 @@ async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
         print(f"bad line (kept): {shown(str(b))}", file=out)
     if len(bad) > BAD_LINES_SHOWN:
         print(f"… and {len(bad) - BAD_LINES_SHOWN} more bad lines", file=out)
-    for _, r in reports:
+    for _, r in reports:  # what the walk left alone (symlinks, FIFOs, devices, loops)
         for skipped in getattr(r, "skipped_paths", ()):
-            print(f"skipped: {shown(str(skipped))}", file=out)
+            print(f"skipped: {shown(f'{skipped.path}: {skipped.reason}')}", file=out)
     for f in failures:
         print(f"failed: {shown(str(f))}", file=out)
     total = [r for _, r in reports]

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sessiondb import SessionStore
 from sessiondb.cli import main
 from sessiondb.terminal import json_for_terminal, shown
+from sessiondb.transfer import ImportReport
 
 # What a terminal acts on or reorders by: written out here, not taken from the module.
 DANGEROUS = frozenset(
@@ -122,6 +123,7 @@ def seed(url: str) -> dict[str, Any]:
                 name="evil\n" + "x" * 26 + "  2026-01-01 00:00:00  9  interactive  -  -  forged"
                 f"{EVIL}",
                 model=hostile("model"),
+                key=hostile("key") + "\nrow",
             )
             messages: list[dict[str, Any]] = []
             for n in range(6):
@@ -163,7 +165,13 @@ def seed(url: str) -> dict[str, Any]:
                 ]
             await store.append(info.id, messages)
             await store.tombstone(info.id, 1, reason=hostile("reason"))
-            return {"id": info.id, "plain": plain.id, "name": info.name, "model": info.model}
+            return {
+                "id": info.id,
+                "plain": plain.id,
+                "name": info.name,
+                "model": info.model,
+                "key": info.key,
+            }
 
     return asyncio.run(go())
 
@@ -178,12 +186,15 @@ def test_sessions_list_escapes_and_keeps_one_row_per_session(db_url: str) -> Non
     (row,) = [line for line in lines if line.startswith(s["id"])]
     assert row.endswith(shown(s["name"]))
     assert "\\x1b]0;pwned\\x07" in row and "\\n" in row and "\\u202e" in row
+    # A key is quoted as JSON when odd characters are in it, then escaped as any cell.
+    assert f"  {shown(json.dumps(s['key'], ensure_ascii=False))}  " in row
 
     code, out = run("--db", db_url, "sessions", "list", "--json")
     assert code == 0
     items = {item["id"]: item for item in json.loads(out)["items"]}
     assert items[s["id"]]["name"] == s["name"]
     assert items[s["id"]]["model"] == s["model"]
+    assert items[s["id"]]["key"] == s["key"]
 
 
 def test_sessions_show_escapes_every_stored_string(db_url: str) -> None:
@@ -200,6 +211,7 @@ def test_sessions_show_escapes_every_stored_string(db_url: str) -> None:
     assert "    (thinking) thinking\\x1b]0;pwned" in out
     assert "\tindented" in out  # a body keeps its tabs and newlines
     assert out.splitlines()[0] == f"session {s['id']}  {shown(s['name'])}"
+    assert f"key {shown(json.dumps(s['key'], ensure_ascii=False))}" in out
 
     code, out = run("--db", db_url, "sessions", "show", s["id"], "--all", "--json")
     assert code == 0
@@ -297,6 +309,22 @@ def test_import_progress_and_report_escape_paths_and_bad_lines(
     assert_clean(out)
     assert_clean(captured.err)
     assert f"failed: {shown(str(failing))}:2: " in out
+
+    # A symlink out of the tree: skipped and reported (once import stops following
+    # symlinks; until then it is imported), its path escaped either way.
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(_cc_line("s3", "u3", "outside") + "\n", encoding="utf-8")
+    linked = tmp_path / f"linked{TITLE}"
+    linked.mkdir()
+    link = linked / f"link{CLEAR}\u202e.jsonl"
+    link.symlink_to(outside)
+    code, out = run("--db", db_url, "import", str(linked))
+    captured = capsys.readouterr()
+    assert code == 0
+    assert_clean(out)
+    assert_clean(captured.err)
+    if hasattr(ImportReport(), "skipped_paths"):
+        assert f"skipped: {shown(str(link))}: " in out
 
 
 def test_a_bad_path_in_an_error_is_escaped(
