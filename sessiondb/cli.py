@@ -176,7 +176,7 @@ def _require_existing(store: SessionStore) -> None:
     if not path.exists():
         raise ConfigurationError(
             f"no database at {path}; run `sessiondb migrate` (with --db {path}) to create it"
-        )  # main() shows the message escaped
+        )
 
 
 # A password shorter than this is not searched for in error messages: masking every "a"
