@@ -94,6 +94,7 @@ from .base import (
     parse_time,
     raw_payload,
     read_lines,
+    safe_name,
     sniff_values,
     spilled,
     spliced_line,
@@ -750,16 +751,22 @@ class _Writer:
     @classmethod
     def of(cls, info: SessionInfo, out_dir: Path) -> _Writer:
         """The writer of session ``info``'s file(s) under ``out_dir``."""
-        cc = (info.metadata or {}).get(KEY) or {}
-        stem: str = cc["file"] if isinstance(cc.get("file"), str) else info.id
-        if isinstance(cc.get("agentFile"), str) and isinstance(cc.get("parentFile"), str):
-            first = out_dir / cc["parentFile"] / "subagents" / cc["agentFile"]
+        cc = (info.metadata or {}).get(KEY)
+        if not isinstance(cc, dict):
+            cc = {}
+        # Names from metadata only when safe_name passes them, else the session id.
+        stem = safe_name(cc.get("file")) or info.id
+        parent = safe_name(cc.get("parentFile"))
+        agent = safe_name(cc.get("agentFile"), suffix=".jsonl")
+        if parent is not None and agent is not None:
+            first: tuple[str, ...] = (parent, "subagents", agent)
         else:
-            first = out_dir / f"{stem}.jsonl"
-        return cls(first, stem, info)
+            first = (f"{stem}.jsonl",)
+        return cls(out_dir, first, stem, info)
 
-    def __init__(self, first: Path, stem: str, info: SessionInfo) -> None:
-        self.first = first
+    def __init__(self, out_dir: Path, first: tuple[str, ...], stem: str, info: SessionInfo) -> None:
+        self.out_dir = out_dir
+        self.first = first  # the first file's path under out_dir, as its parts
         self.stem = stem
         self.info = info
         self.files: dict[int, IO[bytes]] = {}
@@ -774,11 +781,10 @@ class _Writer:
     def out(self, part: Any) -> IO[bytes]:
         number = part if isinstance(part, int) and part > 1 else 1
         if number not in self.files:
-            path = self.first
+            parts = self.first
             if number > 1:
-                path = self.first.with_name(f"{self.stem}_part{number}.jsonl")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.files[number] = open_output(path)
+                parts = (*parts[:-1], f"{self.stem}_part{number}.jsonl")
+            path, self.files[number] = open_output(self.out_dir, *parts)
             self.paths.append(path)
             if number == 1:
                 self.main = self.files[1]

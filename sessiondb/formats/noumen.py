@@ -52,6 +52,7 @@ from .base import (
     parse_time,
     raw_payload,
     read_lines,
+    safe_name,
     sniff_values,
     stored_records,
 )
@@ -102,11 +103,11 @@ class NoumenFormat:
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
         meta = (info.metadata or {}).get(KEY)
-        stem = meta.get("file") if isinstance(meta, dict) else None
-        writer = _Writer(session_id=stem if isinstance(stem, str) and stem else info.id)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"{writer.session_id}.jsonl"
-        with open_output(path) as out:
+        # The file's stem (its lines' sessionId) when safe_name passes it, else the id.
+        stem = safe_name(meta.get("file")) if isinstance(meta, dict) else None
+        writer = _Writer(session_id=stem or info.id)
+        path, out = open_output(out_dir, f"{writer.session_id}.jsonl")
+        with out:
             for record in records:
                 for line in writer.lines(record):
                     out.write(dump_stored_line(line))
