@@ -479,7 +479,7 @@ _FILE_MODE = 0o644
 # What opening a component that is a symbolic link, a FIFO or a directory gives.
 _REFUSED = {
     errno.ELOOP: "it is a symbolic link (export never writes through one)",
-    errno.ENOTDIR: "a component of it is not a directory",
+    errno.ENOTDIR: "it is not a directory",
     errno.ENXIO: "it is not a regular file",
     errno.EISDIR: "it is a directory",
 }
@@ -510,7 +510,7 @@ def open_output(out_dir: Path, *parts: str) -> tuple[Path, IO[bytes]]:
         OSError: the file system refused otherwise (no space, no permission).
     """
     path = out_dir.joinpath(*output_parts(parts))
-    folder = _open_dirs(out_dir, parts[:-1], path)
+    folder = _open_dirs(out_dir, parts[:-1])
     try:
         fd = _open_at(path, parts[-1], _FILE_FLAGS, folder)
     finally:
@@ -541,7 +541,7 @@ def replace_output(out_dir: Path, *parts: str, data: bytes) -> Path:
     path = out_dir.joinpath(*output_parts(parts))
     name = parts[-1]
     temp = f"{name}.tmp"
-    folder = _open_dirs(out_dir, parts[:-1], path)
+    folder = _open_dirs(out_dir, parts[:-1])
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=folder)  # a leftover (or a link planted) goes, unread
@@ -564,16 +564,18 @@ def replace_output(out_dir: Path, *parts: str, data: bytes) -> Path:
     return path
 
 
-def _open_dirs(out_dir: Path, dirs: tuple[str, ...], path: Path) -> int:
+def _open_dirs(out_dir: Path, dirs: tuple[str, ...]) -> int:
     """A descriptor of ``out_dir / dirs``, each of ``dirs`` made if missing and opened
     without following a link."""
     out_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(out_dir, _DIR_FLAGS)
+    where = out_dir
     try:
         for name in dirs:
+            where = where / name
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, dir_fd=fd)
-            child = _open_at(path, name, _DIR_FLAGS | os.O_NOFOLLOW, fd)
+            child = _open_at(where, name, _DIR_FLAGS | os.O_NOFOLLOW, fd)
             os.close(fd)
             fd = child
     except BaseException:
@@ -591,6 +593,10 @@ def _open_at(path: Path, name: str, flags: int, folder: int) -> int:
         reason = _REFUSED.get(exc.errno or 0)
         if reason is None:
             raise
+        if exc.errno == errno.ENOTDIR:  # what O_DIRECTORY | O_NOFOLLOW gives on a link too
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+                    reason = _REFUSED[errno.ELOOP]
         raise ExportPathError(str(path), reason) from exc
 
 
