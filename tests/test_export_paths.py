@@ -234,13 +234,71 @@ async def test_a_hostile_native_metadata_file_is_data_not_a_path(
     assert tree(watched / "abs") == set()
 
 
-# -- what is in the way ---------------------------------------------------------------------
-
-
-async def _session(store: SessionStore, **metadata: Any) -> str:
+async def _session(store: SessionStore, text: str = "exported", **metadata: Any) -> str:
     session = await store.create_session(metadata=metadata or None)
-    await store.append(session.id, [{"role": "user", "content": "exported"}])
+    await store.append(session.id, [{"role": "user", "content": text}])
     return session.id
+
+
+# -- two sessions, one name -----------------------------------------------------------------
+
+NAMED = {
+    "claude-code": lambda n: {"claudeCode": {"file": n}},
+    "pi": lambda n: {"pi": {"file": f"{n}.jsonl"}},
+    "noumen": lambda n: {"noumen": {"file": n}},
+}
+
+
+@pytest.mark.parametrize("fmt", list(NAMED))
+async def test_a_name_goes_to_one_session_of_an_export(
+    fmt: str, db_url: str, tmp_path: Path
+) -> None:
+    """Two sessions named alike: the first in id order keeps the name, the other is
+    written under its id. A name that is another session's id (or differs from it only
+    in case) never takes that session's file."""
+    async with SessionStore.open(db_url) as store:
+        texts = {}
+
+        async def session(metadata: dict[str, Any] | None, text: str) -> str:
+            sid = await _session(store, text=text, **(metadata or {}))
+            texts[sid] = text
+            return sid
+
+        one = await session(NAMED[fmt]("same"), "first same")
+        two = await session(NAMED[fmt]("SAME"), "second same")
+        victim = await session(None, "the victim")
+        thief = await session(NAMED[fmt](victim), "the thief")
+        lower = await session(NAMED[fmt](victim.lower()), "the thief in lower case")
+        written = await export_all(store, tmp_path / "all", fmt)
+    low, high = sorted([one, two])
+    assert written[low] == [tmp_path / "all" / ("same.jsonl" if low == one else "SAME.jsonl")]
+    assert written[high] == [tmp_path / "all" / f"{high}.jsonl"]
+    assert written[victim] == [tmp_path / "all" / f"{victim}.jsonl"]
+    assert written[thief] == [tmp_path / "all" / f"{thief}.jsonl"]
+    assert written[lower] == [tmp_path / "all" / f"{lower}.jsonl"]
+    assert len(tree(tmp_path / "all")) == 5
+    for sid, (path,) in written.items():
+        assert texts[sid] in path.read_text(), sid
+
+
+async def test_claude_code_names_a_file_of_another_session_cannot_take(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A stem that names a part file, or a parent directory named like a file, is not
+    used: another session's file would be written over it or blocked by it."""
+    async with SessionStore.open(db_url) as store:
+        part = await _session(store, claudeCode={"file": "abc_part2"})
+        parent = await _session(
+            store, claudeCode={"parentFile": "abc.jsonl", "agentFile": "agent-a1.jsonl"}
+        )
+        written = await export_all(store, tmp_path, "claude-code")
+    assert written == {
+        part: [tmp_path / f"{part}.jsonl"],
+        parent: [tmp_path / f"{parent}.jsonl"],
+    }
+
+
+# -- what is in the way ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fmt", ["claude-code", "pi", "noumen", "native"])

@@ -31,6 +31,7 @@ import struct
 from array import array
 from binascii import unhexlify
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -469,6 +470,49 @@ def safe_name(value: Any, *, suffix: str | None = None) -> str | None:
     if suffix is not None and (len(value) <= len(suffix) or not value.endswith(suffix)):
         return None
     return value
+
+
+# The file paths (as parts, lower case: a file system may ignore case) the sessions of
+# the export in progress were given, while :func:`export_scope` is on.
+_TAKEN: ContextVar[set[tuple[str, ...]] | None] = ContextVar("_TAKEN", default=None)
+
+
+def id_name(session_id: str) -> str:
+    """The file name of a session that has no name of its own (or may not use it)."""
+    return f"{session_id}.jsonl"
+
+
+@contextmanager
+def export_scope(session_ids: Iterable[str]) -> Iterator[None]:
+    """Inside (and in the threads it starts): a file name taken from metadata goes to
+    one session only, and never is the :func:`id_name` of one of ``session_ids``, the
+    sessions to export (:func:`output_name`). Nested scopes share the outer one."""
+    if _TAKEN.get() is not None:
+        yield
+        return
+    token = _TAKEN.set({(id_name(i).lower(),) for i in session_ids})
+    try:
+        yield
+    finally:
+        _TAKEN.reset(token)
+
+
+def output_name(named: tuple[str, ...] | None, fallback: tuple[str, ...]) -> tuple[str, ...]:
+    """The path (as parts under the output directory) a session's first file goes to:
+    ``named`` (built from names :func:`safe_name` passed) unless it is ``None`` or
+    another session of the export took it already, else ``fallback`` (built from the
+    session id, which is the session's own and always used)."""
+    taken = _TAKEN.get()
+    if named is not None:
+        if taken is None:
+            return named
+        key = tuple(part.lower() for part in named)
+        if key not in taken:
+            taken.add(key)
+            return named
+    if taken is not None:
+        taken.add(tuple(part.lower() for part in fallback))
+    return fallback
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC

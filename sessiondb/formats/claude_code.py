@@ -89,7 +89,9 @@ from .base import (
     entry_line,
     entry_payload,
     format_time,
+    id_name,
     open_output,
+    output_name,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -754,14 +756,24 @@ class _Writer:
         cc = (info.metadata or {}).get(KEY)
         if not isinstance(cc, dict):
             cc = {}
-        # Names from metadata only when safe_name passes them, else the session id.
-        stem = safe_name(cc.get("file")) or info.id
+        # Names from metadata only when safe_name passes them, else the session id. A
+        # stem may not name a part file (another session's part would overwrite it), nor
+        # a parent directory a file (another session's main file would be in the way).
+        stem = safe_name(cc.get("file"))
+        if stem is not None and _PART.match(stem):
+            stem = None
         parent = safe_name(cc.get("parentFile"))
+        if parent is not None and parent.lower().endswith(".jsonl"):
+            parent = None
         agent = safe_name(cc.get("agentFile"), suffix=".jsonl")
+        named: tuple[str, ...] | None = None
         if parent is not None and agent is not None:
-            first: tuple[str, ...] = (parent, "subagents", agent)
-        else:
-            first = (f"{stem}.jsonl",)
+            named = (parent, "subagents", agent)
+        elif stem is not None:
+            named = (f"{stem}.jsonl",)
+        first = output_name(named, (id_name(info.id),))
+        if first != named or stem is None:
+            stem = info.id
         return cls(out_dir, first, stem, info)
 
     def __init__(self, out_dir: Path, first: tuple[str, ...], stem: str, info: SessionInfo) -> None:

@@ -47,7 +47,9 @@ from .base import (
     dump_stored_line,
     entry_payload,
     format_time,
+    id_name,
     open_output,
+    output_name,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -105,8 +107,9 @@ class NoumenFormat:
         meta = (info.metadata or {}).get(KEY)
         # The file's stem (its lines' sessionId) when safe_name passes it, else the id.
         stem = safe_name(meta.get("file")) if isinstance(meta, dict) else None
-        writer = _Writer(session_id=stem or info.id)
-        path, out = open_output(out_dir, f"{writer.session_id}.jsonl")
+        (name,) = output_name((f"{stem}.jsonl",) if stem else None, (id_name(info.id),))
+        writer = _Writer(session_id=name.removesuffix(".jsonl"))
+        path, out = open_output(out_dir, name)
         with out:
             for record in records:
                 for line in writer.lines(record):

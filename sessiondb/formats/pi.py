@@ -47,7 +47,9 @@ from .base import (
     dump_stored_line,
     entry_payload,
     format_time,
+    id_name,
     open_output,
+    output_name,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -107,7 +109,8 @@ class PiFormat:
                 "timestamp": format_time(info.created_at),
             }
         # The file's name when safe_name passes it, else the session id's.
-        name = safe_name(meta.get("file"), suffix=".jsonl") or f"{info.id}.jsonl"
+        named = safe_name(meta.get("file"), suffix=".jsonl")
+        (name,) = output_name((named,) if named else None, (id_name(info.id),))
         last_id: str | None = None
         # str(seq) -> id of its line, for a compaction's first kept (on disk once big).
         ids: dict[str, Any] | DiskMap = {}
