@@ -420,3 +420,16 @@ async def test_an_existing_regular_file_is_overwritten(db_url: str, tmp_path: Pa
 
 def test_the_error_is_invalid_input() -> None:
     assert issubclass(ExportPathError, InvalidInputError)
+
+
+async def test_an_output_directory_given_as_a_link_is_used(db_url: str, tmp_path: Path) -> None:
+    """The directory the caller names may itself be a link (the caller's choice); only
+    what lies below it is never followed."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "via").symlink_to(real, target_is_directory=True)
+    async with SessionStore.open(db_url) as store:
+        sid = await _session(store)
+        written = await export_session(store, sid, tmp_path / "via" / "deeper", "native")
+    assert written[0] == tmp_path / "via" / "deeper" / sid / "session.jsonl"
+    assert (real / "deeper" / sid / "session.jsonl").read_text().count("exported") == 1

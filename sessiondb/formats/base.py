@@ -251,7 +251,14 @@ class Format(Protocol):
     def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
         """Write one session as this format's file(s) under ``out_dir``; the paths written.
 
-        ``records`` are what ``store.records(id, include_tombstoned=True)`` returns.
+        ``records`` are what ``store.records(id, include_tombstoned=True)`` returns. A
+        file is named from the session id, or from a name in its metadata that
+        :func:`safe_name` passes (:func:`output_name`), and opened with
+        :func:`open_output`: nothing is written outside ``out_dir`` or through a link.
+
+        Raises:
+            ExportPathError: a link, a FIFO, a directory or a hard-linked file where a
+                file or a directory of the export goes.
         """
         ...
 
@@ -611,8 +618,11 @@ def replace_output(out_dir: Path, *parts: str, data: bytes) -> Path:
 def _open_dirs(out_dir: Path, dirs: tuple[str, ...]) -> int:
     """A descriptor of ``out_dir / dirs``, each of ``dirs`` made if missing and opened
     without following a link."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out_dir, _DIR_FLAGS)
+    try:
+        fd = os.open(out_dir, _DIR_FLAGS)
+    except FileNotFoundError:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out_dir, _DIR_FLAGS)
     where = out_dir
     try:
         for name in dirs:
