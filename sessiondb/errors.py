@@ -136,6 +136,16 @@ class InvalidSessionIdError(InvalidInputError):
         self.value = value
 
 
+class ExportPathError(InvalidInputError):
+    """An export would write where it must not (through a symbolic link, onto something
+    that is not a regular file, outside its directory); nothing was written there."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot export to {path!r}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 class ImportFormatError(InvalidInputError):
     """A line of an imported file cannot be read."""
 

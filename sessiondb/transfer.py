@@ -52,7 +52,7 @@ from .config import DEFAULT_MAX_RECORD_BYTES
 from .errors import DatabaseError, InvalidInputError, InvalidSessionIdError, SessionDBError
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
-from .formats.base import MAX_LINE_BYTES, splice
+from .formats.base import MAX_LINE_BYTES, export_scope, splice
 from .formats.claude_code import listings_kept
 from .ids import check_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
@@ -958,7 +958,8 @@ async def export_session(
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        written = await _export_rows(fmt, read, _seq_of, folder, {info.id: info}, whole=True)
+        with export_scope([info.id]):
+            written = await _export_rows(fmt, read, _seq_of, folder, {info.id: info}, whole=True)
     except OSError as exc:
         raise InvalidInputError(f"cannot write session {session_id} to {folder}: {exc}") from exc
     return written[info.id]
@@ -1016,18 +1017,21 @@ async def export_all(
             plain=True,
         )
 
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        written = await _export_rows(fmt, read, _key_of, folder, bulk, whole=False)
-        # Sessions without records are an empty file each.
-        empty: list[tuple[SessionInfo, list[Any]]] = [
-            (info, []) for i, info in bulk.items() if i not in written
-        ]
-        written.update(await asyncio.to_thread(_write_sessions, fmt, empty, folder))
-    except OSError as exc:
-        raise InvalidInputError(f"cannot export to {folder}: {exc}") from exc
-    for session_id in forks:
-        written[session_id] = await export_session(store, session_id, folder, format)
+    # In one scope, a file name from metadata goes to one session and is never another
+    # session's id name: a second session with the name is written under its id.
+    with export_scope(infos):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            written = await _export_rows(fmt, read, _key_of, folder, bulk, whole=False)
+            # Sessions without records are an empty file each.
+            empty: list[tuple[SessionInfo, list[Any]]] = [
+                (info, []) for i, info in bulk.items() if i not in written
+            ]
+            written.update(await asyncio.to_thread(_write_sessions, fmt, empty, folder))
+        except OSError as exc:
+            raise InvalidInputError(f"cannot export to {folder}: {exc}") from exc
+        for session_id in forks:
+            written[session_id] = await export_session(store, session_id, folder, format)
     return {i: written[i] for i in infos if i in written}
 
 

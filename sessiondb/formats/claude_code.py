@@ -89,11 +89,14 @@ from .base import (
     entry_line,
     entry_payload,
     format_time,
+    id_name,
     open_output,
+    output_name,
     own_entry_line,
     parse_time,
     raw_payload,
     read_lines,
+    safe_name,
     sniff_values,
     spilled,
     spliced_line,
@@ -750,16 +753,32 @@ class _Writer:
     @classmethod
     def of(cls, info: SessionInfo, out_dir: Path) -> _Writer:
         """The writer of session ``info``'s file(s) under ``out_dir``."""
-        cc = (info.metadata or {}).get(KEY) or {}
-        stem: str = cc["file"] if isinstance(cc.get("file"), str) else info.id
-        if isinstance(cc.get("agentFile"), str) and isinstance(cc.get("parentFile"), str):
-            first = out_dir / cc["parentFile"] / "subagents" / cc["agentFile"]
-        else:
-            first = out_dir / f"{stem}.jsonl"
-        return cls(first, stem, info)
+        cc = (info.metadata or {}).get(KEY)
+        if not isinstance(cc, dict):
+            cc = {}
+        # Names from metadata only when safe_name passes them, else the session id. A
+        # stem may not name a part file (another session's part would overwrite it), nor
+        # a parent directory a file (another session's main file would be in the way).
+        stem = safe_name(cc.get("file"))
+        if stem is not None and _PART.match(stem):
+            stem = None
+        parent = safe_name(cc.get("parentFile"))
+        if parent is not None and parent.lower().endswith(".jsonl"):
+            parent = None
+        agent = safe_name(cc.get("agentFile"), suffix=".jsonl")
+        named: tuple[str, ...] | None = None
+        if parent is not None and agent is not None:
+            named = (parent, "subagents", agent)
+        elif stem is not None:
+            named = (f"{stem}.jsonl",)
+        first = output_name(named, (id_name(info.id),))
+        if first != named or stem is None:
+            stem = info.id
+        return cls(out_dir, first, stem, info)
 
-    def __init__(self, first: Path, stem: str, info: SessionInfo) -> None:
-        self.first = first
+    def __init__(self, out_dir: Path, first: tuple[str, ...], stem: str, info: SessionInfo) -> None:
+        self.out_dir = out_dir
+        self.first = first  # the first file's path under out_dir, as its parts
         self.stem = stem
         self.info = info
         self.files: dict[int, IO[bytes]] = {}
@@ -774,11 +793,10 @@ class _Writer:
     def out(self, part: Any) -> IO[bytes]:
         number = part if isinstance(part, int) and part > 1 else 1
         if number not in self.files:
-            path = self.first
+            parts = self.first
             if number > 1:
-                path = self.first.with_name(f"{self.stem}_part{number}.jsonl")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.files[number] = open_output(path)
+                parts = (*parts[:-1], f"{self.stem}_part{number}.jsonl")
+            path, self.files[number] = open_output(self.out_dir, *parts)
             self.paths.append(path)
             if number == 1:
                 self.main = self.files[1]

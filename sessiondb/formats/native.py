@@ -23,7 +23,6 @@ its inherited ones live in its parent's.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from .base import (
     parse_time,
     raw_payload,
     read_lines,
+    replace_output,
     sniff_values,
     stored_records,
 )
@@ -86,10 +86,9 @@ class NativeFormat:
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
-        folder = out_dir / info.id
-        folder.mkdir(parents=True, exist_ok=True)
-        session_path = folder / SESSION_FILE
-        with open_output(session_path) as out:
+        # The folder is the session id (a ULID); no name is taken from metadata.
+        session_path, out = open_output(out_dir, info.id, SESSION_FILE)
+        with out:
             for record in records:
                 if record.session_id != info.id:
                     continue
@@ -97,8 +96,8 @@ class NativeFormat:
                 # A line that was not JSON goes back as it came, so it stays a bad line.
                 line = raw if own and isinstance(raw, RawText) else record_line(record)
                 out.write(dump_stored_line(line))
-        metadata_path = folder / METADATA_FILE
-        _write_atomic(metadata_path, metadata(info))
+        data = dump_line(metadata(info))
+        metadata_path = replace_output(out_dir, info.id, METADATA_FILE, data=data)
         return [session_path, metadata_path]
 
 
@@ -149,12 +148,6 @@ def metadata(info: SessionInfo) -> dict[str, Any]:
     }
     data.update({k: v for k, v in optional.items() if v is not None})
     return data
-
-
-def _write_atomic(path: Path, value: dict[str, Any]) -> None:
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_bytes(dump_line(value))
-    os.replace(temp, path)
 
 
 def _read_session(folder: Path, strict: bool) -> ImportedSession:

@@ -47,11 +47,14 @@ from .base import (
     dump_stored_line,
     entry_payload,
     format_time,
+    id_name,
     open_output,
+    output_name,
     own_entry_line,
     parse_time,
     raw_payload,
     read_lines,
+    safe_name,
     sniff_values,
     stored_records,
 )
@@ -102,11 +105,12 @@ class NoumenFormat:
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
         meta = (info.metadata or {}).get(KEY)
-        stem = meta.get("file") if isinstance(meta, dict) else None
-        writer = _Writer(session_id=stem if isinstance(stem, str) and stem else info.id)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"{writer.session_id}.jsonl"
-        with open_output(path) as out:
+        # The file's stem (its lines' sessionId) when safe_name passes it, else the id.
+        stem = safe_name(meta.get("file")) if isinstance(meta, dict) else None
+        (name,) = output_name((f"{stem}.jsonl",) if stem else None, (id_name(info.id),))
+        writer = _Writer(session_id=name.removesuffix(".jsonl"))
+        path, out = open_output(out_dir, name)
+        with out:
             for record in records:
                 for line in writer.lines(record):
                     out.write(dump_stored_line(line))

@@ -47,11 +47,14 @@ from .base import (
     dump_stored_line,
     entry_payload,
     format_time,
+    id_name,
     open_output,
+    output_name,
     own_entry_line,
     parse_time,
     raw_payload,
     read_lines,
+    safe_name,
     sniff_values,
     spilled,
     stored_records,
@@ -105,15 +108,16 @@ class PiFormat:
                 "id": info.id,
                 "timestamp": format_time(info.created_at),
             }
-        name: str = meta["file"] if isinstance(meta.get("file"), str) else f"{info.id}.jsonl"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / name
+        # The file's name when safe_name passes it, else the session id's.
+        named = safe_name(meta.get("file"), suffix=".jsonl")
+        (name,) = output_name((named,) if named else None, (id_name(info.id),))
         last_id: str | None = None
         # str(seq) -> id of its line, for a compaction's first kept (on disk once big).
         ids: dict[str, Any] | DiskMap = {}
         kept = 0
         try:
-            with open_output(path) as out:
+            path, out = open_output(out_dir, name)
+            with out:
                 out.write(dump_line(header))
                 for record in records:
                     line = _line(record, last_id, ids)
