@@ -279,7 +279,9 @@ class Turn:
         self._released = True
         store = self._store
         with contextlib.suppress(SessionDBError):
-            await store._backend.execute(q.turn_release(self.session_id, self.token))
+            await store._backend.execute(
+                q.turn_release(self.session_id, store.namespace, self.token)
+            )
         _board(store).wake(self.session_id)
 
 
@@ -323,7 +325,9 @@ async def acquire(store: SessionStore, session_id: str, args: TurnArgs) -> Turn:
     except BaseException:
         with contextlib.suppress(Exception):
             # By token: the row is found whatever ticket it holds now.
-            await asyncio.shield(store._backend.execute(q.turn_release(session_id, token)))
+            await asyncio.shield(
+                store._backend.execute(q.turn_release(session_id, store.namespace, token))
+            )
         board.wake(session_id)
         raise
     acquired_at, expires_at = claimed

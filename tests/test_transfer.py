@@ -190,14 +190,19 @@ async def test_native_export_then_import_gives_identical_records(
 
     again = await import_path(store, tmp_path / "native")
     assert again.failures == [] and again.bad_lines == []
-    assert sorted(again.session_ids) == sorted(report.session_ids)
+    # A native file's id is hashed with the namespace (as every format's key is): the
+    # sessions come back under new ids, keyed by their files' ids.
+    new_id = {sid: session_id_for(store.namespace, f"native:{sid}") for sid in report.session_ids}
+    assert sorted(again.session_ids) == sorted(new_id.values())
     assert again.created == 5
     for sid in report.session_ids:
-        assert await store.records(sid, include_tombstoned=True) == before[sid]
-        info = await store.get_session(sid)
+        records = await store.records(new_id[sid], include_tombstoned=True)
+        assert [r.model_copy(update={"session_id": sid}) for r in records] == before[sid]
+        info = await store.get_session(new_id[sid])
         old = infos[sid]
+        assert info.key == f"native:{sid}"
         assert (info.parent_id, info.fork_seq, info.metadata, info.name, info.model) == (
-            old.parent_id,
+            new_id.get(old.parent_id or ""),
             old.fork_seq,
             old.metadata,
             old.name,
@@ -205,6 +210,15 @@ async def test_native_export_then_import_gives_identical_records(
         )
         assert info.message_count == old.message_count
         assert info.metrics == old.metrics
+    # Exported again, they are the same files, named by the files' ids.
+    second = await export_all(store, tmp_path / "second")
+    assert sorted(second) == sorted(new_id.values())
+    for sid, paths in written.items():
+        assert [p.relative_to(tmp_path / "native") for p in paths] == [
+            p.relative_to(tmp_path / "second") for p in second[new_id[sid]]
+        ]
+        for a, b in zip(paths, second[new_id[sid]], strict=True):
+            assert a.read_bytes() == b.read_bytes(), a
 
 
 async def test_native_forks_import_after_their_parents(store: SessionStore, tmp_path: Path) -> None:
@@ -230,11 +244,16 @@ async def test_native_forks_import_after_their_parents(store: SessionStore, tmp_
 
     report = await import_path(store, tmp_path / "out")
     assert report.failures == [] and report.created == 2
+    # Stored under ids hashed with the namespace; the child's parent is mapped the same way.
+    new_id = {s: session_id_for(store.namespace, f"native:{s}") for s in (parent.id, child.id)}
     for sid, records in before.items():
-        assert await store.records(sid, include_tombstoned=True) == records
-    info = await store.get_session(child.id)
-    assert (info.parent_id, info.fork_seq, info.message_count) == (parent.id, 1, 2)
-    assert await store.context(child.id) == context
+        # A fork's records carry the id of the session of their lineage that holds them.
+        got = await store.records(new_id[sid], include_tombstoned=True)
+        back = {v: k for k, v in new_id.items()}
+        assert [r.model_copy(update={"session_id": back[r.session_id]}) for r in got] == records
+    info = await store.get_session(new_id[child.id])
+    assert (info.parent_id, info.fork_seq, info.message_count) == (new_id[parent.id], 1, 2)
+    assert await store.context(new_id[child.id]) == context
 
 
 async def test_a_reimport_adds_zero_rows(store: SessionStore) -> None:
@@ -361,14 +380,18 @@ async def test_a_failing_session_leaves_nothing_partial(
     (failure,) = report.failures
     assert failure.key == f"native:{bad.id}" and "record 3 (seq 3)" in str(failure)
     assert str(tmp_path / "out" / bad.id) in str(failure)
-    assert report.session_ids == [good.id] and report.created == 1
-    with pytest.raises(SessionNotFoundError):
-        await store.get_session(bad.id)
-    rows = await scalar(
-        store, "SELECT count(*) FROM sessiondb_records WHERE session_id = :sid", sid=bad.id
-    )
-    assert rows == 0
-    assert [r.message.text() for r in await store.records(good.id) if r.message] == ["fine"]
+    # Re-imported under ids hashed with the namespace and the files' ids.
+    good_id = session_id_for(store.namespace, f"native:{good.id}")
+    bad_id = session_id_for(store.namespace, f"native:{bad.id}")
+    assert report.session_ids == [good_id] and report.created == 1
+    for sid in (bad.id, bad_id):
+        with pytest.raises(SessionNotFoundError):
+            await store.get_session(sid)
+        rows = await scalar(
+            store, "SELECT count(*) FROM sessiondb_records WHERE session_id = :sid", sid=sid
+        )
+        assert rows == 0
+    assert [r.message.text() for r in await store.records(good_id) if r.message] == ["fine"]
 
 
 async def test_a_duplicate_record_uuid_refuses_the_session(
@@ -980,9 +1003,11 @@ async def test_a_prune_record_survives_the_native_round_trip(
     await export_session(store, sid, tmp_path, "native")
     await store.delete_session(sid)
     report = await import_path(store, tmp_path)
-    assert report.failures == [] and report.session_ids == [sid]
-    assert await store.records(sid, include_tombstoned=True) == before
-    assert await store.context(sid) == context
+    new_id = session_id_for(store.namespace, f"native:{sid}")  # hashed with the namespace
+    assert report.failures == [] and report.session_ids == [new_id]
+    got = await store.records(new_id, include_tombstoned=True)
+    assert [r.model_copy(update={"session_id": sid}) for r in got] == before
+    assert await store.context(new_id) == context
     assert context[2].text() == "[pruned]"
 
 

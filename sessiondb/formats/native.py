@@ -18,6 +18,10 @@ key is ``recordUuid`` when it differs from a message's own ``uuid`` (always, for
 other kinds). ``metadata.json`` holds the §7.3 fields plus ``namespace``, ``metadata``,
 and for a fork ``parentId`` and ``forkSeq``. A fork's file holds its own records only;
 its inherited ones live in its parent's.
+
+The file's ``id`` is not the id an import stores the session under (that is hashed
+with the importing namespace): the session keeps it as its key, ``native:<id>``
+(:func:`key_of`), and export writes it back (:func:`file_id`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImportFormatError
+from ..errors import ImportFormatError, InvalidSessionIdError
+from ..ids import check_session_id
 from ..models import Record, SessionInfo, wire_message_error
 from .base import (
     ImportedRecord,
@@ -86,7 +91,7 @@ class NativeFormat:
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
-        folder = out_dir / info.id
+        folder = out_dir / file_id(info)
         folder.mkdir(parents=True, exist_ok=True)
         session_path = folder / SESSION_FILE
         with open_output(session_path) as out:
@@ -100,6 +105,28 @@ class NativeFormat:
         metadata_path = folder / METADATA_FILE
         _write_atomic(metadata_path, metadata(info))
         return [session_path, metadata_path]
+
+
+def key_of(session_id: str) -> str:
+    """The external key of the session a native file with this ``id`` holds."""
+    return f"{NAME}:{session_id}"
+
+
+def id_of_key(key: str | None) -> str | None:
+    """The session id a native key (``native:<id>``) names, when it is a well-formed
+    one; ``None`` for any other key."""
+    if key is None or not key.startswith(f"{NAME}:"):
+        return None
+    try:
+        return check_session_id(key.removeprefix(f"{NAME}:"))
+    except InvalidSessionIdError:
+        return None
+
+
+def file_id(info: SessionInfo) -> str:
+    """The id the session's native file carries: the id of the file it was imported
+    from (its key), else its own."""
+    return id_of_key(info.key) or info.id
 
 
 def record_line(record: StoredRecord) -> dict[str, Any]:
@@ -130,7 +157,7 @@ def record_line(record: StoredRecord) -> dict[str, Any]:
 def metadata(info: SessionInfo) -> dict[str, Any]:
     """The ``metadata.json`` object of a session (§7.3 plus sessiondb's fields)."""
     data: dict[str, Any] = {
-        "id": info.id,
+        "id": file_id(info),
         "namespace": info.namespace,
         "createdAt": format_time(info.created_at),
         "lastMessageAt": format_time(info.last_message_at) if info.last_message_at else None,
@@ -171,11 +198,11 @@ def _read_session(folder: Path, strict: bool) -> ImportedSession:
         raise ImportFormatError(str(meta_path), 1, "forkSeq must be a non-negative integer")
     source = meta.get("source")
     session = ImportedSession(
-        key=f"{NAME}:{meta['id']}",
+        key=key_of(meta["id"]),
         format=NAME,
         path=folder,
         records=iter(()),
-        parent_key=f"{NAME}:{parent}" if isinstance(parent, str) else None,
+        parent_key=key_of(parent) if isinstance(parent, str) else None,
         fork_seq=fork_seq,
         details=SessionDetails(
             name=_str(meta.get("name")),
