@@ -14,7 +14,7 @@ import pytest
 from formats_helpers import CORPUS, count_disk_maps, json_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sql_helpers import scalar
+from sql_helpers import execute, scalar
 
 from sessiondb import SessionStore, transfer
 from sessiondb.cli import main
@@ -1053,3 +1053,169 @@ async def test_a_file_past_the_spill_threshold_imports_as_in_memory(
     assert json_lines(out) == json_lines(source)
     await store.delete_session(sid)
     assert await imported() == spilled
+
+
+# -- tenants: native ids are scoped to the importing namespace ----------------------------------
+
+# Names no path or id of a test holds, so a report naming one is seen.
+ORIGIN, TENANT_A, TENANT_B = "origin-ns-5d2e", "alpha-ns-7f3a", "beta-ns-91c4"
+
+
+async def native_pair(store: SessionStore, out: Path) -> tuple[str, str]:
+    """A session and a fork of it past seq 1, written as native directories under ``out``;
+    ``(parent id, fork id)``."""
+    parent = await store.create_session(name="shared", metadata={"team": "x"})
+    await store.append(
+        parent.id,
+        [
+            {"role": "user", "content": "one", "uuid": "u1"},
+            {"role": "assistant", "content": "two"},
+            {"role": "user", "content": "three"},
+        ],
+    )
+    fork = await store.fork(parent.id, at_seq=2, name="fork")
+    await store.append(fork.id, [{"role": "user", "content": "other three"}])
+    await store.tombstone(fork.id, 1)
+    written = await export_all(store, out)
+    assert sorted(written) == sorted([parent.id, fork.id])
+    return parent.id, fork.id
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` by relative path; ``metadata.json`` without its
+    ``namespace`` (which names the exporting store's)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.name == "metadata.json":
+                meta = json.loads(data)
+                meta.pop("namespace")
+                data = json.dumps(meta, sort_keys=True).encode()
+            out[str(path.relative_to(root))] = data
+    return out
+
+
+def texts_of(*things: Any) -> str:
+    return "\n".join(repr(t) + "\n" + str(t) for t in things)
+
+
+async def test_one_native_file_imports_into_two_namespaces(db_url: str, tmp_path: Path) -> None:
+    """The same native directories (a session and its fork) imported by two tenants, on
+    a database where a third already holds their ids: each tenant gets its own sessions
+    under its own ids, exports the files back as they were, re-imports them as a skip,
+    and never sees another namespace's name."""
+    src = tmp_path / "src"
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        parent_id, fork_id = await native_pair(origin, src)
+        origin_context = await origin.context(fork_id)
+        origin_records = {
+            s: await origin.records(s, include_tombstoned=True) for s in (parent_id, fork_id)
+        }
+    files = tree_bytes(src)
+    assert sorted(files) == sorted(
+        f"{s}/{f}" for s in (parent_id, fork_id) for f in ("metadata.json", "session.jsonl")
+    )
+    stored: dict[str, dict[str, str]] = {}
+    for ns, other in ((TENANT_A, TENANT_B), (TENANT_B, TENANT_A)):
+        async with SessionStore.open(db_url, namespace=ns) as store:
+            report = await import_path(store, src)
+            assert report.failures == [] and (report.created, report.skipped) == (2, 0)
+            ids = {s: session_id_for(ns, f"native:{s}") for s in (parent_id, fork_id)}
+            assert sorted(report.session_ids) == sorted(ids.values())
+            stored[ns] = ids
+            fork = await store.get_session(ids[fork_id])
+            assert (fork.parent_id, fork.fork_seq, fork.key) == (
+                ids[parent_id],
+                2,
+                f"native:{fork_id}",
+            )
+            assert (await store.get_session(ids[parent_id])).key == f"native:{parent_id}"
+            assert await store.context(ids[fork_id]) == origin_context
+            for s, records in origin_records.items():
+                got = await store.records(ids[s], include_tombstoned=True)
+                back = {v: k for k, v in ids.items()}
+                assert [
+                    r.model_copy(update={"session_id": back[r.session_id]}) for r in got
+                ] == records
+            listed = await store.list_sessions()
+            assert sorted(i.id for i in listed.items) == sorted(ids.values())
+            # Exported, the files are the ones imported: the files' ids, same bytes.
+            await export_all(store, tmp_path / f"out-{ns}")
+            assert tree_bytes(tmp_path / f"out-{ns}") == files
+            one = await export_session(store, ids[fork_id], tmp_path / f"one-{ns}")
+            assert [p.parent.name for p in one] == [fork_id, fork_id]
+            assert json.loads(one[1].read_text())["parentId"] == parent_id
+            # Importing again is a skip, whether from the source or from the export.
+            again = await import_path(store, src)
+            assert (again.created, again.skipped, again.failures) == (0, 2, [])
+            assert again.session_ids == report.session_ids
+            back_in = await import_path(store, tmp_path / f"out-{ns}")
+            assert (back_in.created, back_in.skipped, back_in.failures) == (0, 2, [])
+            for text in (
+                texts_of(report, again, back_in),
+                json.dumps(tree_bytes(tmp_path / f"out-{ns}"), default=str),
+            ):
+                assert ORIGIN not in text and other not in text
+    assert set(stored[TENANT_A].values()).isdisjoint(stored[TENANT_B].values())
+    assert {parent_id, fork_id}.isdisjoint(stored[TENANT_A].values())
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        # The first owner of the ids is untouched and sees nothing of the tenants.
+        listed = await origin.list_sessions()
+        assert sorted(i.id for i in listed.items) == sorted([parent_id, fork_id])
+        assert await origin.context(fork_id) == origin_context
+        # Its own files back: the sessions it holds under those ids (a skip).
+        report = await import_path(origin, src)
+        assert (report.created, report.skipped, report.failures) == (0, 2, [])
+        assert sorted(report.session_ids) == sorted([parent_id, fork_id])
+    assert await counts_of(db_url) == 6
+
+
+async def counts_of(db_url: str) -> int:
+    async with SessionStore.open(db_url) as store:
+        return int(await scalar(store, "SELECT count(*) FROM sessiondb_sessions"))
+
+
+async def test_a_fork_file_imported_before_its_parent_in_two_namespaces(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A fork's directory alone waits for its parent in each namespace: the parent held
+    by another namespace under the fork's ``parentId`` does not count (nor is named)."""
+    src = tmp_path / "src"
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        parent_id, fork_id = await native_pair(origin, src)
+    for ns in (TENANT_A, TENANT_B):
+        async with SessionStore.open(db_url, namespace=ns) as store:
+            lone = await import_path(store, src / fork_id)
+            (failure,) = lone.failures
+            assert lone.created == 0 and "parent" in str(failure)
+            assert ORIGIN not in texts_of(lone, failure)
+            await import_path(store, src / parent_id)
+            report = await import_path(store, src / fork_id)
+            assert report.failures == [] and report.created == 1
+            fork = await store.get_session(session_id_for(ns, f"native:{fork_id}"))
+            assert fork.parent_id == session_id_for(ns, f"native:{parent_id}")
+
+
+async def test_an_id_another_namespace_holds_is_refused_without_naming_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A derived id another namespace holds (a session stored under a file's raw id
+    before ids were scoped; made here by renaming a row) fails that one session with a
+    message that names no namespace; the others are imported."""
+    src = tmp_path / "src"
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        parent_id, fork_id = await native_pair(origin, src)
+    taken = session_id_for(TENANT_A, f"native:{fork_id}")
+    async with SessionStore.open(db_url, namespace=TENANT_B) as b:
+        squatter = await b.create_session(name="old raw import")
+        await execute(
+            b, "UPDATE sessiondb_sessions SET id = :new WHERE id = :old", new=taken, old=squatter.id
+        )
+    async with SessionStore.open(db_url, namespace=TENANT_A) as a:
+        report = await import_path(a, src)
+        (failure,) = report.failures
+        assert failure.key == f"native:{fork_id}" and "cannot be used" in str(failure)
+        assert report.created == 1
+        assert report.session_ids == [session_id_for(TENANT_A, f"native:{parent_id}")]
+        assert TENANT_B not in texts_of(report, failure) and ORIGIN not in texts_of(report)
