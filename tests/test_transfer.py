@@ -3,10 +3,12 @@ idempotency, bad lines, atomic sessions, forks, the CLI."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import itertools
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -1219,3 +1221,78 @@ async def test_an_id_another_namespace_holds_is_refused_without_naming_it(
         assert report.created == 1
         assert report.session_ids == [session_id_for(TENANT_A, f"native:{parent_id}")]
         assert TENANT_B not in texts_of(report, failure) and ORIGIN not in texts_of(report)
+
+
+# -- times from files do not steer listing or retention ---------------------------------------
+
+FAR = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+async def clock_past(at: datetime) -> None:
+    """Wait until the clock reads later than ``at`` (no time is asserted)."""
+    while datetime.now(UTC) <= at:
+        await asyncio.sleep(0.001)
+
+
+def far_native(folder: Path, sid: str) -> Path:
+    """A native directory whose metadata and records are dated 9999-12-31."""
+    folder.mkdir(parents=True)
+    stamp = "9999-12-31T23:59:59.000Z"  # the form the native writer gives
+    (folder / "metadata.json").write_text(json.dumps({"id": sid, "createdAt": stamp}))
+    lines = [
+        line(recordType="message", schemaVersion=1, seq=1, timestamp=stamp, role="user",
+             content=[{"type": "text", "text": "hi"}]),
+        line(recordType="message", schemaVersion=1, seq=2, timestamp=stamp, role="assistant",
+             content=[{"type": "text", "text": "hello"}]),
+    ]  # fmt: skip
+    (folder / "session.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("fmt", ["claude-code", "native"])
+async def test_a_file_dated_in_the_future_does_not_steer_listing_or_retention(
+    store: SessionStore, tmp_path: Path, fmt: str
+) -> None:
+    """Sessions dated 9999-12-31 by their file: active as of when they were stored, for
+    the listing and for prune; their records keep the file's times, and export writes
+    them back as they were."""
+    if fmt == "claude-code":
+        source = tmp_path / "src" / "future.jsonl"
+        source.parent.mkdir()
+        stamp = '"timestamp": "9999-12-31T23:59:59Z"'
+        text = cc_user("a", None, "hi") + "\n" + cc_assistant("b", "a", "hello") + "\n"
+        source.write_text(text.replace('"timestamp": "2026-01-01T00:00:00.000Z"', stamp)
+                          .replace('"timestamp": "2026-01-01T00:00:01.000Z"', stamp))  # fmt: skip
+        assert source.read_text().count("9999-12-31T23:59:59Z") == 2
+    else:
+        source = far_native(
+            tmp_path / "src" / "01JFAR0000000000000000000A", "01JFAR0000000000000000000A"
+        )
+    before = datetime.now(UTC)
+    report = await import_path(store, source)
+    after = datetime.now(UTC)
+    assert report.failures == [] and report.created == 1
+    (sid,) = report.session_ids
+    info = await store.get_session(sid)
+    assert info.last_message_at is not None and info.message_count == 2
+    assert before <= info.created_at <= info.last_message_at <= after
+    # The records keep the file's times, exactly.
+    assert [r.created_at for r in await store.records(sid)] == [FAR, FAR]
+    (out, *_) = await export_session(store, sid, tmp_path / "out", format=fmt)
+    assert json_lines(out) == json_lines(
+        source if fmt == "claude-code" else source / "session.jsonl"
+    )
+
+    # Listing: a session made after the import comes first (by last_message_at).
+    await clock_past(info.last_message_at)
+    newer = await store.create_session(name="newer")
+    listed = await store.list_sessions()
+    assert [i.id for i in listed.items] == [newer.id, sid]
+    # Retention: idle since it was stored, it goes like any other.
+    kept = await store.prune(older_than=timedelta(days=1))
+    assert kept.deleted == []
+    await clock_past(newer.created_at + timedelta(microseconds=1))
+    gone = await store.prune(older_than=timedelta(microseconds=1))
+    assert sorted(gone.deleted) == sorted([sid, newer.id])
+    with pytest.raises(SessionNotFoundError):
+        await store.get_session(sid)
