@@ -272,7 +272,8 @@ class Turn:
 
     async def release(self) -> None:
         """End the turn: the next waiter may take it. Idempotent. A release that cannot
-        reach the database is dropped: the lease then runs out by itself."""
+        reach the database is dropped: the lease then runs out by itself. Only the
+        session's own namespace can release it (the token alone is not enough)."""
         await self._stop_renewing()
         if self._released:
             return
