@@ -109,3 +109,25 @@ def test_a_seq_out_of_order_is_a_bad_line(tmp_path: Path) -> None:
     assert "seq 7 out of order" in session.bad_lines[0].reason
     with pytest.raises(ImportFormatError):
         list(next(read_path(folder, strict=True)).records)
+
+
+def test_a_session_keyed_by_its_native_file_writes_the_files_id(tmp_path: Path) -> None:
+    """A session imported from a native file is stored under an id hashed with its
+    namespace and keyed ``native:<file id>``: its file is written under that file id
+    (directory and ``id``); any other key, or none, leaves the session's own id."""
+    path = CORPUS / "claude-code" / "spotter" / "short.jsonl"
+    stored_id = "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"
+    info, records = stored(next(read_path(path)), stored_id)
+    keyed = info.model_copy(update={"key": f"native:{SESSION_ID}"})
+    paths = NATIVE.write(keyed, records, tmp_path / "keyed")
+    assert [p.parent.name for p in paths] == [SESSION_ID, SESSION_ID]
+    meta = json.loads(paths[1].read_text())
+    assert meta["id"] == SESSION_ID and "key" not in meta
+    assert len(json_lines(paths[0])) == len(records)  # the stored id's records, all of them
+    (again,) = read_path(paths[0].parent)
+    assert again.key == f"native:{SESSION_ID}"
+    for key in (None, "chat-42", "native:../../etc", "native:not-an-id"):
+        other = info.model_copy(update={"key": key})
+        (session_path, _) = NATIVE.write(other, records, tmp_path / str(key).replace("/", "_"))
+        assert session_path.parent.name == stored_id
+        assert session_path.parent.parent == tmp_path / str(key).replace("/", "_")
