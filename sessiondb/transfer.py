@@ -43,7 +43,6 @@ of every listing.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import logging
 import queue
@@ -56,7 +55,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
-from ulid import ULID
 
 from . import jsoncodec
 from . import statements as q
@@ -67,6 +65,7 @@ from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, g
 from .formats import _candidates as format_candidates
 from .formats.base import MAX_LINE_BYTES, splice
 from .formats.claude_code import listings_kept
+from .ids import derived_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
 from .rows import HeadDelta, NewRecord, session_info
 from .tables import records, sessions
@@ -170,8 +169,7 @@ def session_id_for(namespace: str, key: str) -> str:
     the same file gives each namespace its own session. (An import first looks for the
     file's id among the namespace's own sessions.)
     """
-    digest = hashlib.sha256(f"{namespace}\x00{key}".encode("utf-8", "surrogatepass")).digest()
-    return str(ULID.from_bytes(digest[:16]))
+    return derived_session_id(namespace, key)
 
 
 async def import_path(

@@ -20,8 +20,8 @@ and for a fork ``parentId`` and ``forkSeq``. A fork's file holds its own records
 its inherited ones live in its parent's.
 
 The file's ``id`` is not the id an import stores the session under (that is hashed
-with the importing namespace): the session keeps it as its key, ``native:<id>``
-(:func:`key_of`), and export writes it back (:func:`file_id`).
+with the importing namespace and the key ``native:<id>``): the session keeps the key
+(:func:`key_of`), and export writes the file's id back (:func:`file_id`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportFormatError, InvalidSessionIdError
-from ..ids import check_session_id
+from ..ids import check_session_id, derived_session_id
 from ..models import Record, SessionInfo, wire_message_error
 from .base import (
     ImportedRecord,
@@ -125,8 +125,13 @@ def id_of_key(key: str | None) -> str | None:
 
 def file_id(info: SessionInfo) -> str:
     """The id the session's native file carries: the id of the file it was imported
-    from (its key), else its own."""
-    return id_of_key(info.key) or info.id
+    from, else its own. A session was imported from the file its key names when its id
+    is the one an import derives from that key in its namespace; a key a caller gave
+    (``native:<another session's id>``) names no file."""
+    own = id_of_key(info.key)
+    if own is None or derived_session_id(info.namespace, key_of(own)) != info.id:
+        return info.id
+    return own
 
 
 def record_line(record: StoredRecord) -> dict[str, Any]:
