@@ -17,6 +17,7 @@ from formats_helpers import CORPUS, count_disk_maps, json_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_helpers import execute, scalar
+from sqlalchemy import update
 
 from sessiondb import SessionStore, transfer
 from sessiondb.cli import main
@@ -25,6 +26,7 @@ from sessiondb.errors import InvalidInputError, SessionDBError, SessionNotFoundE
 from sessiondb.formats import FORMATS
 from sessiondb.formats import noumen as formats_noumen
 from sessiondb.formats import pi as formats_pi
+from sessiondb.tables import sessions
 from sessiondb.transfer import (
     ImportProgress,
     export_all,
@@ -1296,3 +1298,18 @@ async def test_a_file_dated_in_the_future_does_not_steer_listing_or_retention(
     assert sorted(gone.deleted) == sorted([sid, newer.id])
     with pytest.raises(SessionNotFoundError):
         await store.get_session(sid)
+
+
+async def test_a_fork_of_a_row_dated_ahead_is_dated_now(store: SessionStore) -> None:
+    """A row dated ahead (as imports stored a file's dates before they were bounded):
+    a fork at its head does not inherit the date."""
+    parent = await store.create_session()
+    await store.append(parent.id, [{"role": "user", "content": "hi"}])
+    await execute(
+        store, update(sessions).where(sessions.c.id == parent.id).values(last_message_at=FAR)
+    )
+    assert (await store.get_session(parent.id)).last_message_at == FAR
+    before = datetime.now(UTC)
+    child = await store.fork(parent.id)
+    assert child.last_message_at is not None
+    assert before <= child.last_message_at <= datetime.now(UTC)
