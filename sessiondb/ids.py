@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ulid import ULID
@@ -24,3 +25,10 @@ def check_session_id(value: object) -> str:
     if value[0] > "7":
         raise InvalidSessionIdError(value)
     return value
+
+
+def derived_session_id(namespace: str, key: str) -> str:
+    """The id of the session an import makes in ``namespace`` from a file's external
+    ``key``: a ULID whose 128 bits are the first of SHA-256 over both."""
+    digest = hashlib.sha256(f"{namespace}\x00{key}".encode("utf-8", "surrogatepass")).digest()
+    return str(ULID.from_bytes(digest[:16]))

@@ -1077,13 +1077,17 @@ def _turn_renew(flavour: str) -> Update:
     )
 
 
-def turn_release(session_id: str, token: str) -> Bound:
-    """Delete the row of ``token`` (whatever its ticket): the turn is over, or the wait
-    given up."""
-    return _TURN_RELEASE, {"sid": session_id, "token": token}
+def turn_release(session_id: str, namespace: str, token: str) -> Bound:
+    """Delete the row of ``token`` (whatever its ticket) when the session is in the
+    namespace: the turn is over, or the wait given up."""
+    return _TURN_RELEASE, _scope(session_id, namespace, token=token)
 
 
-_TURN_RELEASE = delete(turns).where(turns.c.session_id == SID, turns.c.token == TOKEN)
+_TURN_RELEASE = delete(turns).where(
+    turns.c.session_id == SID,
+    turns.c.token == TOKEN,
+    select(sessions.c.id).where(sessions.c.id == SID, sessions.c.namespace == NS).exists(),
+)
 
 
 def _live_turn(flavour: str) -> ColumnElement[bool]:

@@ -1400,7 +1400,8 @@ class SessionStore:
                 "namespace": self.namespace,
                 "name": name if name is not None else m["name"],
                 "created_at": now,
-                "last_message_at": utc(m["last_message_at"]) if at_head else now,
+                # Never later than now, even from a row a file once dated ahead.
+                "last_message_at": min(utc(m["last_message_at"]), now) if at_head else now,
                 "model": m["model"],
                 "source": m["source"],
                 "cron_job_id": m["cron_job_id"],

@@ -18,19 +18,31 @@ statement and hands the writers the stored JSON (:class:`~sessiondb.formats.base
 without building models.
 
 **Idempotency** needs no extra column. A session's id is a function of the store's
-namespace and the session's external key (``claude-code:<stem>``, ``pi:<id>``, …; see
-:class:`sessiondb.formats.ImportedSession`): the 128 bits of a ULID taken from
-SHA-256 of both. A re-import computes the same id, finds it stored and skips the
-session without reading its records. A native session keeps its own id (its records
-and its forks' ``parentId`` name it). The price: an imported session's id does not
-sort by its creation time. A file that grew since it was imported is still skipped
-whole; appending the new tail is not done.
+namespace and the session's external key (``claude-code:<stem>``, ``pi:<id>``,
+``native:<id>``, …; see :class:`sessiondb.formats.ImportedSession`): the 128 bits of a
+ULID taken from SHA-256 of both. A re-import computes the same id, finds it stored and
+skips the session without reading its records. The price: an imported session's id
+does not sort by its creation time. A file that grew since it was imported is still
+skipped whole; appending the new tail is not done.
+
+**Tenants.** Ids are one space for every namespace, so none is taken from a file as
+it stands: a native file's id is hashed with the namespace too, and the same file
+imported by two tenants gives two sessions that neither can see, block or learn of.
+The file's own id is kept as the session's key (``native:<id>``), and a native export
+writes it back (the directory, ``id``, and a fork's ``parentId``), so a round trip gives
+the same file. A native file whose id is a session of the importing namespace already
+(made there, or imported when native ids were kept as they came) is that session.
+
+**Times.** Records keep the timestamps the file gives them. The session's
+``created_at`` and ``last_message_at``, which order listings and decide
+:meth:`~sessiondb.SessionStore.prune`, are never later than the moment the session
+is stored: a file dated in the future is not kept from retention or pinned to the top
+of every listing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import logging
 import queue
@@ -43,18 +55,17 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
-from ulid import ULID
 
 from . import jsoncodec
 from . import statements as q
 from .backends import IntegrityViolation
 from .config import DEFAULT_MAX_RECORD_BYTES
-from .errors import DatabaseError, InvalidInputError, InvalidSessionIdError, SessionDBError
-from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
+from .errors import DatabaseError, InvalidInputError, SessionDBError
+from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format, native
 from .formats import _candidates as format_candidates
 from .formats.base import MAX_LINE_BYTES, export_scope, splice
 from .formats.claude_code import listings_kept
-from .ids import check_session_id
+from .ids import derived_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
 from .rows import HeadDelta, NewRecord, session_info
 from .tables import records, sessions
@@ -151,18 +162,14 @@ class ImportProgress:
 
 
 def session_id_for(namespace: str, key: str) -> str:
-    """The id an imported session with external ``key`` gets in ``namespace``.
+    """The id an imported session with external ``key`` gets in ``namespace``: a ULID
+    whose 128 bits are the first of SHA-256 over the namespace and the key.
 
-    A native key (``native:<id>``) with a valid id keeps that id; any other key gives a
-    ULID whose 128 bits are the first of SHA-256 over the namespace and the key.
+    Native keys (``native:<id>``) too: the file's id is not taken as it stands, so
+    the same file gives each namespace its own session. (An import first looks for the
+    file's id among the namespace's own sessions.)
     """
-    if key.startswith("native:"):
-        try:
-            return check_session_id(key.removeprefix("native:"))
-        except InvalidSessionIdError:
-            pass
-    digest = hashlib.sha256(f"{namespace}\x00{key}".encode("utf-8", "surrogatepass")).digest()
-    return str(ULID.from_bytes(digest[:16]))
+    return derived_session_id(namespace, key)
 
 
 async def import_path(
@@ -348,13 +355,32 @@ class _Importer:
         return None
 
     async def look_up_sessions(self, found: list[ImportedSession]) -> None:
-        ids = [session_id_for(self.namespace, s.key) for s in found]
-        parents = [session_id_for(self.namespace, s.parent_key) for s in found if s.parent_key]
-        await self._look_up(ids + parents)
+        keys = [s.key for s in found] + [s.parent_key for s in found if s.parent_key]
+        await self._look_up([i for key in keys for i in self._candidates(key)])
+
+    def _candidates(self, key: str) -> list[str]:
+        """The ids a session of ``key`` may be stored under (see :meth:`_id_of`)."""
+        own = native.id_of_key(key)
+        derived = session_id_for(self.namespace, key)
+        return [derived] if own is None else [derived, own]
+
+    def _id_of(self, key: str) -> str:
+        """The id of the session of ``key`` in this namespace, once its candidates are
+        looked up: the native file's own id when this namespace holds a session of that
+        id (made here, or imported when native ids were stored as they came, so that
+        importing its file again is a skip), else the id derived from the namespace and
+        the key. A session of that id in another namespace is not looked at: nothing of
+        another namespace decides, or shows in, what this import does."""
+        own = native.id_of_key(key)
+        if own is not None:
+            found = self.stored.get(own)
+            if found is not None and found[0] == self.namespace:
+                return own
+        return session_id_for(self.namespace, key)
 
     async def file(self, path: Path, found: list[ImportedSession]) -> None:
-        ids = [session_id_for(self.namespace, s.key) for s in found]
         await self.look_up_sessions(found)
+        ids = [self._id_of(s.key) for s in found]
         ready: list[_Prepared] = []
         matched: list[str] = []
         local: set[str] = set()
@@ -396,11 +422,7 @@ class _Importer:
         while self.deferred:
             waiting, self.deferred = self.deferred, []
             await self._look_up(
-                [
-                    session_id_for(self.namespace, s.parent_key)
-                    for _, s, _ in waiting
-                    if s.parent_key
-                ],
+                [i for _, s, _ in waiting if s.parent_key for i in self._candidates(s.parent_key)],
                 again=True,
             )
             progressed = False
@@ -428,7 +450,7 @@ class _Importer:
             await self._drain()
             if not progressed:
                 for _, session, _ in self.deferred:
-                    parent = session_id_for(self.namespace, session.parent_key or "")
+                    parent = self._id_of(session.parent_key or "")
                     reason = f"its parent session {session.parent_key} ({parent}) is not stored"
                     self.report.failures.append(ImportFailure(session.path, reason, session.key))
                 self.deferred = []
@@ -462,12 +484,15 @@ class _Importer:
         found = self.stored.get(session_id)
         if found is not None:
             if found[0] != self.namespace:
-                raise _Refused(f"session id {session_id} is taken in namespace {found[0]!r}")
+                # A derived id another namespace holds (only a session stored under a
+                # file's raw id, before ids were scoped, can): the message names neither
+                # the namespace nor whether that is what happened.
+                raise _Refused(f"session id {session_id} cannot be used in this namespace")
             return None
         parent_id = None
         inherited = 0
         if session.parent_key is not None:
-            parent_id = session_id_for(self.namespace, session.parent_key)
+            parent_id = self._id_of(session.parent_key)
             fork_seq = session.fork_seq or 0
             if fork_seq == 0 and (parent_id in local or self._pending(parent_id)):
                 pass  # written in the same transaction, before the child
@@ -475,10 +500,11 @@ class _Importer:
                 if self._pending(parent_id):
                     await self._drain()
                 parent = self.stored.get(parent_id)
-                if parent is None:
+                if parent is None or parent[0] != self.namespace:
+                    # Held in another namespace (a derived id stored raw before ids were
+                    # scoped): for this namespace it is missing, and said so in the same
+                    # words.
                     raise _Deferred
-                if parent[0] != self.namespace:
-                    raise _Refused(f"parent session {parent_id} is in namespace {parent[0]!r}")
                 if fork_seq > parent[1]:
                     raise _Refused(
                         f"fork point {fork_seq} is beyond the head ({parent[1]}) of its parent "
@@ -650,7 +676,11 @@ class _Rows:
     ``chunk`` returns the next rows (table order); ``session_row`` the session's row as
     far as the records read so far tell it (final once ``done``). Records before the
     first one with a timestamp are dated by the session's ``created_at``, which for a
-    session written in chunks is fixed when its first chunk is.
+    session written in chunks is fixed when its first chunk is. Records keep the times
+    the file gives; the session row's ``created_at`` and ``last_message_at`` are never
+    later than ``stored_at`` (when the import began storing the session), so a file's
+    dates cannot keep a session from :meth:`~sessiondb.SessionStore.prune` or pin it to
+    the top of listings.
     """
 
     def __init__(
@@ -674,6 +704,7 @@ class _Rows:
         self.done = False
         self.created_at: datetime | None = None
         self.last_message_at: datetime | None = None
+        self.stored_at = datetime.now(UTC)
         self.last: datetime | None = None
         self.messages = 0
         self.tokens = (0, 0, 0, 0)
@@ -720,7 +751,7 @@ class _Rows:
             self.done = True
         if self.created_at is None:
             first = next((at for _, at in built if at is not None), None)
-            self.created_at = self.session.details.created_at or first or datetime.now(UTC)
+            self.created_at = self.session.details.created_at or first or self.stored_at
             self.last = self.last_message_at = self.created_at
         last = self.last
         assert last is not None and self.last_message_at is not None
@@ -764,8 +795,8 @@ class _Rows:
                 "id": self.session_id,
                 "namespace": self.namespace,
                 "name": column_text(details.name, "name") or self.name,
-                "created_at": self.created_at,
-                "last_message_at": self.last_message_at,
+                "created_at": _no_later(self.created_at, self.stored_at),
+                "last_message_at": _no_later(self.last_message_at, self.stored_at),
                 "model": column_text(details.model, "model"),
                 "source": details.source,
                 "cron_job_id": column_text(details.cron_job_id, "cron_job_id"),
@@ -784,8 +815,9 @@ class _Rows:
                 "cost_total": self.cost,
                 "parent_id": self.parent_id,
                 "fork_seq": self.base if self.parent_id is not None else None,
-                # A file carries no key: the key addresses a session in one database.
-                "key": None,
+                # A native file's own id, which its export writes back; other files
+                # carry no key (the key addresses a session in one database).
+                "key": self.session.key if native.id_of_key(self.session.key) else None,
             }
         except InvalidInputError as exc:
             raise _Refused(str(exc)) from exc
@@ -802,6 +834,10 @@ class _Rows:
             last_seq=self.last_seq,
             parent_id=self.parent_id,
         )
+
+
+def _no_later(at: datetime | None, bound: datetime) -> datetime | None:
+    return bound if at is not None and at > bound else at
 
 
 def _guarded(session: ImportedSession) -> Iterator[ImportedRecord]:
@@ -941,6 +977,10 @@ async def export_session(
     fmt = get_format(format)
     await store._settle_background()  # the statistics of an import just made
     info = await store.get_session(session_id)
+    if fmt.name == native.NAME and info.parent_id is not None:
+        parent = await store._backend.fetch(q.get_session(info.parent_id, store.namespace))
+        if parent:
+            info = _native_view(info, session_info(parent[0]))
 
     async def read(after: Any) -> list[Any]:
         return await store._backend.fetch(
@@ -1001,6 +1041,10 @@ async def export_all(
     # A namespace that holds every session reads the records with no namespace check;
     # the writer passes over a session made in another namespace since (not in infos).
     every = not (await backend.fetch(q.other_namespace(store.namespace)))[0]["other"]
+    if fmt.name == native.NAME:
+        for i, info in infos.items():
+            if info.parent_id is not None and info.parent_id in infos:
+                infos[i] = _native_view(info, infos[info.parent_id])
     # A fork past seq 0 exports its parent's records too (in the formats that need them).
     forks = [i for i, info in infos.items() if info.parent_id is not None and info.fork_seq]
     bulk = {i: info for i, info in infos.items() if not (info.parent_id and info.fork_seq)}
@@ -1033,6 +1077,16 @@ async def export_all(
         for session_id in forks:
             written[session_id] = await export_session(store, session_id, folder, format)
     return {i: written[i] for i in infos if i in written}
+
+
+def _native_view(info: SessionInfo, parent: SessionInfo) -> SessionInfo:
+    """``info`` as its native file names its parent: by the id of the parent's file
+    (:func:`sessiondb.formats.native.file_id`), which an import maps back as it maps
+    the parent's own."""
+    parent_file = native.file_id(parent)
+    if parent_file == info.parent_id:
+        return info
+    return info.model_copy(update={"parent_id": parent_file})
 
 
 # Batches read ahead of the export's writer (each EXPORT_BATCH rows).

@@ -272,14 +272,17 @@ class Turn:
 
     async def release(self) -> None:
         """End the turn: the next waiter may take it. Idempotent. A release that cannot
-        reach the database is dropped: the lease then runs out by itself."""
+        reach the database is dropped: the lease then runs out by itself. Only the
+        session's own namespace can release it (the token alone is not enough)."""
         await self._stop_renewing()
         if self._released:
             return
         self._released = True
         store = self._store
         with contextlib.suppress(SessionDBError):
-            await store._backend.execute(q.turn_release(self.session_id, self.token))
+            await store._backend.execute(
+                q.turn_release(self.session_id, store.namespace, self.token)
+            )
         _board(store).wake(self.session_id)
 
 
@@ -323,7 +326,9 @@ async def acquire(store: SessionStore, session_id: str, args: TurnArgs) -> Turn:
     except BaseException:
         with contextlib.suppress(Exception):
             # By token: the row is found whatever ticket it holds now.
-            await asyncio.shield(store._backend.execute(q.turn_release(session_id, token)))
+            await asyncio.shield(
+                store._backend.execute(q.turn_release(session_id, store.namespace, token))
+            )
         board.wake(session_id)
         raise
     acquired_at, expires_at = claimed

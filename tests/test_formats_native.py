@@ -11,6 +11,7 @@ from formats_helpers import CORPUS, SESSION_ID, info_of, json_lines, stored, to_
 from sessiondb.errors import ImportFormatError
 from sessiondb.formats import FORMATS, detect, read_path
 from sessiondb.models import Record
+from sessiondb.transfer import session_id_for
 
 NATIVE = FORMATS["native"]
 
@@ -109,3 +110,32 @@ def test_a_seq_out_of_order_is_a_bad_line(tmp_path: Path) -> None:
     assert "seq 7 out of order" in session.bad_lines[0].reason
     with pytest.raises(ImportFormatError):
         list(next(read_path(folder, strict=True)).records)
+
+
+def test_a_session_imported_from_a_native_file_writes_the_files_id(tmp_path: Path) -> None:
+    """A session imported from a native file is stored under the id derived from its
+    namespace and its key ``native:<file id>``: its file is written under that file id
+    (directory and ``id``). A key that is not what its id was derived from (a caller's
+    own, another namespace's, a bad id), or none, leaves the session's own id."""
+    path = CORPUS / "claude-code" / "spotter" / "short.jsonl"
+    key = f"native:{SESSION_ID}"
+    derived = session_id_for("default", key)
+    info, records = stored(next(read_path(path)), derived)
+    keyed = info.model_copy(update={"key": key})
+    paths = NATIVE.write(keyed, records, tmp_path / "keyed")
+    assert [p.parent.name for p in paths] == [SESSION_ID, SESSION_ID]
+    meta = json.loads(paths[1].read_text())
+    assert meta["id"] == SESSION_ID and "key" not in meta
+    assert len(json_lines(paths[0])) == len(records)  # the stored id's records, all of them
+    (again,) = read_path(paths[0].parent)
+    assert again.key == key
+    cases = {
+        "none": keyed.model_copy(update={"key": None}),
+        "caller": keyed.model_copy(update={"key": "chat-42"}),
+        "other-ns": keyed.model_copy(update={"namespace": "other"}),
+        "other-file": keyed.model_copy(update={"key": "native:01J9Z3K7Q8R2V5X4W6Y0A1B2C4"}),
+        "bad-id": keyed.model_copy(update={"key": "native:../../etc"}),
+    }
+    for name, other in cases.items():
+        (session_path, _) = NATIVE.write(other, records, tmp_path / name)
+        assert session_path.parent == tmp_path / name / derived, name

@@ -3,10 +3,12 @@ idempotency, bad lines, atomic sessions, forks, the CLI."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import itertools
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ import pytest
 from formats_helpers import CORPUS, count_disk_maps, json_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sql_helpers import scalar
+from sql_helpers import execute, scalar
+from sqlalchemy import update
 
 from sessiondb import SessionStore, transfer
 from sessiondb.cli import main
@@ -23,6 +26,7 @@ from sessiondb.errors import InvalidInputError, SessionDBError, SessionNotFoundE
 from sessiondb.formats import FORMATS
 from sessiondb.formats import noumen as formats_noumen
 from sessiondb.formats import pi as formats_pi
+from sessiondb.tables import sessions
 from sessiondb.transfer import (
     ImportProgress,
     export_all,
@@ -37,10 +41,24 @@ SPOTTER = SPOTTER_DIR / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 PI_LARGE = CORPUS / "pi" / "pi-mono" / "large-session.jsonl"
 
 
+# The corpus folders of the formats sessiondb reads; codex/ and gemini/ wait for their
+# readers (a Gemini CLI JSONL file sniffs as Claude Code lines today).
+READ_FORMATS = ("claude-code", "pi")
+
+
 def corpus_files() -> list[Path]:
-    files = sorted(CORPUS.rglob("*.jsonl"))
+    files = sorted(p for name in READ_FORMATS for p in (CORPUS / name).rglob("*.jsonl"))
     assert len(files) == 8, files  # the corpus is present beside the repository
     return files
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tree of the corpus folders of :data:`READ_FORMATS`, as one import reads it."""
+    root = tmp_path_factory.mktemp("corpus")
+    for name in READ_FORMATS:
+        shutil.copytree(CORPUS / name, root / name)
+    return root
 
 
 async def counts(store: SessionStore) -> tuple[int, int]:
@@ -104,11 +122,11 @@ async def test_every_corpus_file_round_trips_through_the_database(
 
 @pytest.mark.parametrize("fmt", ["native", "claude-code", "pi", "noumen"])
 async def test_export_all_reads_in_batches_and_writes_what_the_models_give(
-    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+    store: SessionStore, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
 ) -> None:
     """The bulk path (stored JSON, no models; sessions split over batches of 7 rows)
     writes the same lines as the writer fed the records a read gives."""
-    report = await import_path(store, CORPUS)
+    report = await import_path(store, corpus)
     assert report.failures == [] and len(report.session_ids) > 3
     empty = await store.create_session(name="nothing yet")
     parent = await store.create_session()
@@ -132,12 +150,12 @@ async def test_export_all_reads_in_batches_and_writes_what_the_models_give(
 
 
 async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
-    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SessionStore, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sessions over STREAM_CHARS are written chunk by chunk in one transaction: the
     same records and session rows as when held whole; a bad record late in a streamed
     session leaves nothing of it."""
-    whole = await import_path(store, CORPUS)
+    whole = await import_path(store, corpus)
     expected = {}
     for sid in whole.session_ids:
         info = await store.get_session(sid)
@@ -148,7 +166,7 @@ async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
     monkeypatch.setattr(transfer, "STREAM_CHARS", 2_000)
     monkeypatch.setattr(transfer, "STREAM_RECORDS", 5)
     monkeypatch.setattr(transfer, "BATCH_RECORDS", 5)
-    streamed = await import_path(store, CORPUS)
+    streamed = await import_path(store, corpus)
     assert streamed.failures == [] and streamed.session_ids == whole.session_ids
     assert streamed.records == whole.records
     for sid, (info, records) in expected.items():
@@ -190,14 +208,19 @@ async def test_native_export_then_import_gives_identical_records(
 
     again = await import_path(store, tmp_path / "native")
     assert again.failures == [] and again.bad_lines == []
-    assert sorted(again.session_ids) == sorted(report.session_ids)
+    # A native file's id is hashed with the namespace (as every format's key is): the
+    # sessions come back under new ids, keyed by their files' ids.
+    new_id = {sid: session_id_for(store.namespace, f"native:{sid}") for sid in report.session_ids}
+    assert sorted(again.session_ids) == sorted(new_id.values())
     assert again.created == 5
     for sid in report.session_ids:
-        assert await store.records(sid, include_tombstoned=True) == before[sid]
-        info = await store.get_session(sid)
+        records = await store.records(new_id[sid], include_tombstoned=True)
+        assert [r.model_copy(update={"session_id": sid}) for r in records] == before[sid]
+        info = await store.get_session(new_id[sid])
         old = infos[sid]
+        assert info.key == f"native:{sid}"
         assert (info.parent_id, info.fork_seq, info.metadata, info.name, info.model) == (
-            old.parent_id,
+            new_id.get(old.parent_id or ""),
             old.fork_seq,
             old.metadata,
             old.name,
@@ -205,6 +228,15 @@ async def test_native_export_then_import_gives_identical_records(
         )
         assert info.message_count == old.message_count
         assert info.metrics == old.metrics
+    # Exported again, they are the same files, named by the files' ids.
+    second = await export_all(store, tmp_path / "second")
+    assert sorted(second) == sorted(new_id.values())
+    for sid, paths in written.items():
+        assert [p.relative_to(tmp_path / "native") for p in paths] == [
+            p.relative_to(tmp_path / "second") for p in second[new_id[sid]]
+        ]
+        for a, b in zip(paths, second[new_id[sid]], strict=True):
+            assert a.read_bytes() == b.read_bytes(), a
 
 
 async def test_native_forks_import_after_their_parents(store: SessionStore, tmp_path: Path) -> None:
@@ -230,20 +262,25 @@ async def test_native_forks_import_after_their_parents(store: SessionStore, tmp_
 
     report = await import_path(store, tmp_path / "out")
     assert report.failures == [] and report.created == 2
+    # Stored under ids hashed with the namespace; the child's parent is mapped the same way.
+    new_id = {s: session_id_for(store.namespace, f"native:{s}") for s in (parent.id, child.id)}
     for sid, records in before.items():
-        assert await store.records(sid, include_tombstoned=True) == records
-    info = await store.get_session(child.id)
-    assert (info.parent_id, info.fork_seq, info.message_count) == (parent.id, 1, 2)
-    assert await store.context(child.id) == context
+        # A fork's records carry the id of the session of their lineage that holds them.
+        got = await store.records(new_id[sid], include_tombstoned=True)
+        back = {v: k for k, v in new_id.items()}
+        assert [r.model_copy(update={"session_id": back[r.session_id]}) for r in got] == records
+    info = await store.get_session(new_id[child.id])
+    assert (info.parent_id, info.fork_seq, info.message_count) == (new_id[parent.id], 1, 2)
+    assert await store.context(new_id[child.id]) == context
 
 
-async def test_a_reimport_adds_zero_rows(store: SessionStore) -> None:
-    first = await import_path(store, CORPUS)
+async def test_a_reimport_adds_zero_rows(store: SessionStore, corpus: Path) -> None:
+    first = await import_path(store, corpus)
     assert first.created == 8 and first.skipped == 0 and first.records > 2000
     assert first.failures == []
     rows = await counts(store)
     assert rows == (8, first.records)
-    second = await import_path(store, CORPUS)
+    second = await import_path(store, corpus)
     assert (second.created, second.skipped, second.records) == (0, 8, 0)
     assert second.session_ids == first.session_ids
     assert await counts(store) == rows
@@ -361,14 +398,18 @@ async def test_a_failing_session_leaves_nothing_partial(
     (failure,) = report.failures
     assert failure.key == f"native:{bad.id}" and "record 3 (seq 3)" in str(failure)
     assert str(tmp_path / "out" / bad.id) in str(failure)
-    assert report.session_ids == [good.id] and report.created == 1
-    with pytest.raises(SessionNotFoundError):
-        await store.get_session(bad.id)
-    rows = await scalar(
-        store, "SELECT count(*) FROM sessiondb_records WHERE session_id = :sid", sid=bad.id
-    )
-    assert rows == 0
-    assert [r.message.text() for r in await store.records(good.id) if r.message] == ["fine"]
+    # Re-imported under ids hashed with the namespace and the files' ids.
+    good_id = session_id_for(store.namespace, f"native:{good.id}")
+    bad_id = session_id_for(store.namespace, f"native:{bad.id}")
+    assert report.session_ids == [good_id] and report.created == 1
+    for sid in (bad.id, bad_id):
+        with pytest.raises(SessionNotFoundError):
+            await store.get_session(sid)
+        rows = await scalar(
+            store, "SELECT count(*) FROM sessiondb_records WHERE session_id = :sid", sid=sid
+        )
+        assert rows == 0
+    assert [r.message.text() for r in await store.records(good_id) if r.message] == ["fine"]
 
 
 async def test_a_duplicate_record_uuid_refuses_the_session(
@@ -980,9 +1021,11 @@ async def test_a_prune_record_survives_the_native_round_trip(
     await export_session(store, sid, tmp_path, "native")
     await store.delete_session(sid)
     report = await import_path(store, tmp_path)
-    assert report.failures == [] and report.session_ids == [sid]
-    assert await store.records(sid, include_tombstoned=True) == before
-    assert await store.context(sid) == context
+    new_id = session_id_for(store.namespace, f"native:{sid}")  # hashed with the namespace
+    assert report.failures == [] and report.session_ids == [new_id]
+    got = await store.records(new_id, include_tombstoned=True)
+    assert [r.model_copy(update={"session_id": sid}) for r in got] == before
+    assert await store.context(new_id) == context
     assert context[2].text() == "[pruned]"
 
 
@@ -1028,3 +1071,259 @@ async def test_a_file_past_the_spill_threshold_imports_as_in_memory(
     assert json_lines(out) == json_lines(source)
     await store.delete_session(sid)
     assert await imported() == spilled
+
+
+# -- tenants: native ids are scoped to the importing namespace ----------------------------------
+
+# Names no path or id of a test holds, so a report naming one is seen.
+ORIGIN, TENANT_A, TENANT_B = "origin-ns-5d2e", "alpha-ns-7f3a", "beta-ns-91c4"
+
+
+async def native_pair(store: SessionStore, out: Path) -> tuple[str, str]:
+    """A session and a fork of it past seq 1, written as native directories under ``out``;
+    ``(parent id, fork id)``."""
+    parent = await store.create_session(name="shared", metadata={"team": "x"})
+    await store.append(
+        parent.id,
+        [
+            {"role": "user", "content": "one", "uuid": "u1"},
+            {"role": "assistant", "content": "two"},
+            {"role": "user", "content": "three"},
+        ],
+    )
+    fork = await store.fork(parent.id, at_seq=2, name="fork")
+    await store.append(fork.id, [{"role": "user", "content": "other three"}])
+    await store.tombstone(fork.id, 1)
+    written = await export_all(store, out)
+    assert sorted(written) == sorted([parent.id, fork.id])
+    return parent.id, fork.id
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` by relative path; ``metadata.json`` without its
+    ``namespace`` (which names the exporting store's)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.name == "metadata.json":
+                meta = json.loads(data)
+                meta.pop("namespace")
+                data = json.dumps(meta, sort_keys=True).encode()
+            out[str(path.relative_to(root))] = data
+    return out
+
+
+def texts_of(*things: Any) -> str:
+    return "\n".join(repr(t) + "\n" + str(t) for t in things)
+
+
+async def test_one_native_file_imports_into_two_namespaces(db_url: str, tmp_path: Path) -> None:
+    """The same native directories (a session and its fork) imported by two tenants, on
+    a database where a third already holds their ids: each tenant gets its own sessions
+    under its own ids, exports the files back as they were, re-imports them as a skip,
+    and never sees another namespace's name."""
+    src = tmp_path / "src"
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        parent_id, fork_id = await native_pair(origin, src)
+        origin_context = await origin.context(fork_id)
+        origin_records = {
+            s: await origin.records(s, include_tombstoned=True) for s in (parent_id, fork_id)
+        }
+    files = tree_bytes(src)
+    assert sorted(files) == sorted(
+        f"{s}/{f}" for s in (parent_id, fork_id) for f in ("metadata.json", "session.jsonl")
+    )
+    stored: dict[str, dict[str, str]] = {}
+    for ns, other in ((TENANT_A, TENANT_B), (TENANT_B, TENANT_A)):
+        async with SessionStore.open(db_url, namespace=ns) as store:
+            report = await import_path(store, src)
+            assert report.failures == [] and (report.created, report.skipped) == (2, 0)
+            ids = {s: session_id_for(ns, f"native:{s}") for s in (parent_id, fork_id)}
+            assert sorted(report.session_ids) == sorted(ids.values())
+            stored[ns] = ids
+            fork = await store.get_session(ids[fork_id])
+            assert (fork.parent_id, fork.fork_seq, fork.key) == (
+                ids[parent_id],
+                2,
+                f"native:{fork_id}",
+            )
+            assert (await store.get_session(ids[parent_id])).key == f"native:{parent_id}"
+            assert await store.context(ids[fork_id]) == origin_context
+            for s, records in origin_records.items():
+                got = await store.records(ids[s], include_tombstoned=True)
+                back = {v: k for k, v in ids.items()}
+                assert [
+                    r.model_copy(update={"session_id": back[r.session_id]}) for r in got
+                ] == records
+            listed = await store.list_sessions()
+            assert sorted(i.id for i in listed.items) == sorted(ids.values())
+            # Exported, the files are the ones imported: the files' ids, same bytes.
+            await export_all(store, tmp_path / f"out-{ns}")
+            assert tree_bytes(tmp_path / f"out-{ns}") == files
+            one = await export_session(store, ids[fork_id], tmp_path / f"one-{ns}")
+            assert [p.parent.name for p in one] == [fork_id, fork_id]
+            assert json.loads(one[1].read_text())["parentId"] == parent_id
+            # Importing again is a skip, whether from the source or from the export.
+            again = await import_path(store, src)
+            assert (again.created, again.skipped, again.failures) == (0, 2, [])
+            assert again.session_ids == report.session_ids
+            back_in = await import_path(store, tmp_path / f"out-{ns}")
+            assert (back_in.created, back_in.skipped, back_in.failures) == (0, 2, [])
+            for text in (
+                texts_of(report, again, back_in),
+                json.dumps(tree_bytes(tmp_path / f"out-{ns}"), default=str),
+            ):
+                assert ORIGIN not in text and other not in text
+    assert set(stored[TENANT_A].values()).isdisjoint(stored[TENANT_B].values())
+    assert {parent_id, fork_id}.isdisjoint(stored[TENANT_A].values())
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        # The first owner of the ids is untouched and sees nothing of the tenants.
+        listed = await origin.list_sessions()
+        assert sorted(i.id for i in listed.items) == sorted([parent_id, fork_id])
+        assert await origin.context(fork_id) == origin_context
+        # Its own files back: the sessions it holds under those ids (a skip).
+        report = await import_path(origin, src)
+        assert (report.created, report.skipped, report.failures) == (0, 2, [])
+        assert sorted(report.session_ids) == sorted([parent_id, fork_id])
+    assert await counts_of(db_url) == 6
+
+
+async def counts_of(db_url: str) -> int:
+    async with SessionStore.open(db_url) as store:
+        return int(await scalar(store, "SELECT count(*) FROM sessiondb_sessions"))
+
+
+async def test_a_fork_file_imported_before_its_parent_in_two_namespaces(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A fork's directory alone waits for its parent in each namespace: the parent held
+    by another namespace under the fork's ``parentId`` does not count (nor is named)."""
+    src = tmp_path / "src"
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        parent_id, fork_id = await native_pair(origin, src)
+    for ns in (TENANT_A, TENANT_B):
+        async with SessionStore.open(db_url, namespace=ns) as store:
+            lone = await import_path(store, src / fork_id)
+            (failure,) = lone.failures
+            assert lone.created == 0 and "parent" in str(failure)
+            assert ORIGIN not in texts_of(lone, failure)
+            await import_path(store, src / parent_id)
+            report = await import_path(store, src / fork_id)
+            assert report.failures == [] and report.created == 1
+            fork = await store.get_session(session_id_for(ns, f"native:{fork_id}"))
+            assert fork.parent_id == session_id_for(ns, f"native:{parent_id}")
+
+
+async def test_an_id_another_namespace_holds_is_refused_without_naming_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A derived id another namespace holds (a session stored under a file's raw id
+    before ids were scoped; made here by renaming a row) fails that one session with a
+    message that names no namespace; the others are imported."""
+    src = tmp_path / "src"
+    async with SessionStore.open(db_url, namespace=ORIGIN) as origin:
+        parent_id, fork_id = await native_pair(origin, src)
+    taken = session_id_for(TENANT_A, f"native:{fork_id}")
+    async with SessionStore.open(db_url, namespace=TENANT_B) as b:
+        squatter = await b.create_session(name="old raw import")
+        await execute(
+            b, "UPDATE sessiondb_sessions SET id = :new WHERE id = :old", new=taken, old=squatter.id
+        )
+    async with SessionStore.open(db_url, namespace=TENANT_A) as a:
+        report = await import_path(a, src)
+        (failure,) = report.failures
+        assert failure.key == f"native:{fork_id}" and "cannot be used" in str(failure)
+        assert report.created == 1
+        assert report.session_ids == [session_id_for(TENANT_A, f"native:{parent_id}")]
+        assert TENANT_B not in texts_of(report, failure) and ORIGIN not in texts_of(report)
+
+
+# -- times from files do not steer listing or retention ---------------------------------------
+
+FAR = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+async def clock_past(at: datetime) -> None:
+    """Wait until the clock reads later than ``at`` (no time is asserted)."""
+    while datetime.now(UTC) <= at:
+        await asyncio.sleep(0.001)
+
+
+def far_native(folder: Path, sid: str) -> Path:
+    """A native directory whose metadata and records are dated 9999-12-31."""
+    folder.mkdir(parents=True)
+    stamp = "9999-12-31T23:59:59.000Z"  # the form the native writer gives
+    (folder / "metadata.json").write_text(json.dumps({"id": sid, "createdAt": stamp}))
+    lines = [
+        line(recordType="message", schemaVersion=1, seq=1, timestamp=stamp, role="user",
+             content=[{"type": "text", "text": "hi"}]),
+        line(recordType="message", schemaVersion=1, seq=2, timestamp=stamp, role="assistant",
+             content=[{"type": "text", "text": "hello"}]),
+    ]  # fmt: skip
+    (folder / "session.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("fmt", ["claude-code", "native"])
+async def test_a_file_dated_in_the_future_does_not_steer_listing_or_retention(
+    store: SessionStore, tmp_path: Path, fmt: str
+) -> None:
+    """Sessions dated 9999-12-31 by their file: active as of when they were stored, for
+    the listing and for prune; their records keep the file's times, and export writes
+    them back as they were."""
+    if fmt == "claude-code":
+        source = tmp_path / "src" / "future.jsonl"
+        source.parent.mkdir()
+        stamp = '"timestamp": "9999-12-31T23:59:59Z"'
+        text = cc_user("a", None, "hi") + "\n" + cc_assistant("b", "a", "hello") + "\n"
+        source.write_text(text.replace('"timestamp": "2026-01-01T00:00:00.000Z"', stamp)
+                          .replace('"timestamp": "2026-01-01T00:00:01.000Z"', stamp))  # fmt: skip
+        assert source.read_text().count("9999-12-31T23:59:59Z") == 2
+    else:
+        source = far_native(
+            tmp_path / "src" / "01JFAR0000000000000000000A", "01JFAR0000000000000000000A"
+        )
+    before = datetime.now(UTC)
+    report = await import_path(store, source)
+    after = datetime.now(UTC)
+    assert report.failures == [] and report.created == 1
+    (sid,) = report.session_ids
+    info = await store.get_session(sid)
+    assert info.last_message_at is not None and info.message_count == 2
+    assert before <= info.created_at <= info.last_message_at <= after
+    # The records keep the file's times, exactly.
+    assert [r.created_at for r in await store.records(sid)] == [FAR, FAR]
+    (out, *_) = await export_session(store, sid, tmp_path / "out", format=fmt)
+    assert json_lines(out) == json_lines(
+        source if fmt == "claude-code" else source / "session.jsonl"
+    )
+
+    # Listing: a session made after the import comes first (by last_message_at).
+    await clock_past(info.last_message_at)
+    newer = await store.create_session(name="newer")
+    listed = await store.list_sessions()
+    assert [i.id for i in listed.items] == [newer.id, sid]
+    # Retention: idle since it was stored, it goes like any other.
+    kept = await store.prune(older_than=timedelta(days=1))
+    assert kept.deleted == []
+    await clock_past(newer.created_at + timedelta(microseconds=1))
+    gone = await store.prune(older_than=timedelta(microseconds=1))
+    assert sorted(gone.deleted) == sorted([sid, newer.id])
+    with pytest.raises(SessionNotFoundError):
+        await store.get_session(sid)
+
+
+async def test_a_fork_of_a_row_dated_ahead_is_dated_now(store: SessionStore) -> None:
+    """A row dated ahead (as imports stored a file's dates before they were bounded):
+    a fork at its head does not inherit the date."""
+    parent = await store.create_session()
+    await store.append(parent.id, [{"role": "user", "content": "hi"}])
+    await execute(
+        store, update(sessions).where(sessions.c.id == parent.id).values(last_message_at=FAR)
+    )
+    assert (await store.get_session(parent.id)).last_message_at == FAR
+    before = datetime.now(UTC)
+    child = await store.fork(parent.id)
+    assert child.last_message_at is not None
+    assert before <= child.last_message_at <= datetime.now(UTC)

@@ -176,6 +176,44 @@ async def test_turns_of_two_stores_on_one_database_exclude_each_other(db_url: st
             assert q.removesuffix(" q") == a_.removesuffix(" a")
 
 
+async def test_a_release_from_a_store_of_another_namespace_releases_nothing(
+    db_url: str,
+) -> None:
+    """The holder's token is not enough: a release is scoped by namespace like every other
+    statement, so one through another namespace's store finds no row. A release returns
+    nothing either way (it is idempotent and drops what it cannot do)."""
+    async with (
+        SessionStore.open(db_url, namespace="tenant-a") as a,
+        SessionStore.open(db_url, namespace="tenant-b") as b,
+    ):
+        sid = (await a.create_session()).id
+        async with a.turn(sid, holder="alice") as held:
+            forged = Turn(
+                b,
+                sid,
+                ticket=held.ticket,
+                token=held.token,
+                holder="mallory",
+                lease=held.lease,
+                acquired_at=held.acquired_at,
+                expires_at=held.expires_at,
+            )
+            assert await forged.release() is None
+            rows = await turn_rows(a)
+            assert [(r.session_id, r.ticket, r.holder) for r in rows] == [
+                (sid, held.ticket, "alice")
+            ]
+            info = await a.get_session(sid)
+            assert info.turn is not None and info.turn.holder == "alice"
+            # Still held: its fenced append writes, and another caller cannot get in.
+            await held.append(user("still mine"))
+            with pytest.raises(TurnTimeoutError, match="alice"):
+                async with a.turn(sid, timeout=0, holder="bob"):
+                    pass
+        assert await turn_rows(a) == []
+        assert await texts(a, sid) == ["still mine"]
+
+
 async def test_turn_on_a_missing_session_or_bad_arguments(store: SessionStore) -> None:
     with pytest.raises(SessionNotFoundError):
         async with store.turn("01J9Z3K7Q8R2V5X4W6Y0A1B2C3"):

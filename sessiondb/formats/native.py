@@ -18,6 +18,10 @@ key is ``recordUuid`` when it differs from a message's own ``uuid`` (always, for
 other kinds). ``metadata.json`` holds the §7.3 fields plus ``namespace``, ``metadata``,
 and for a fork ``parentId`` and ``forkSeq``. A fork's file holds its own records only;
 its inherited ones live in its parent's.
+
+The file's ``id`` is not the id an import stores the session under (that is hashed
+with the importing namespace and the key ``native:<id>``): the session keeps the key
+(:func:`key_of`), and export writes the file's id back (:func:`file_id`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImportFormatError
+from ..errors import ImportFormatError, InvalidSessionIdError
+from ..ids import check_session_id, derived_session_id
 from ..models import Record, SessionInfo, wire_message_error
 from .base import (
     ImportedRecord,
@@ -86,8 +91,9 @@ class NativeFormat:
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
-        # The folder is the session id (a ULID); no name is taken from metadata.
-        session_path, out = open_output(out_dir, info.id, SESSION_FILE)
+        # The folder is the file's id or the session's, a checked ULID either way.
+        folder = file_id(info)
+        session_path, out = open_output(out_dir, folder, SESSION_FILE)
         with out:
             for record in records:
                 if record.session_id != info.id:
@@ -97,8 +103,35 @@ class NativeFormat:
                 line = raw if own and isinstance(raw, RawText) else record_line(record)
                 out.write(dump_stored_line(line))
         data = dump_line(metadata(info))
-        metadata_path = replace_output(out_dir, info.id, METADATA_FILE, data=data)
+        metadata_path = replace_output(out_dir, folder, METADATA_FILE, data=data)
         return [session_path, metadata_path]
+
+
+def key_of(session_id: str) -> str:
+    """The external key of the session a native file with this ``id`` holds."""
+    return f"{NAME}:{session_id}"
+
+
+def id_of_key(key: str | None) -> str | None:
+    """The session id a native key (``native:<id>``) names, when it is a well-formed
+    one; ``None`` for any other key."""
+    if key is None or not key.startswith(f"{NAME}:"):
+        return None
+    try:
+        return check_session_id(key.removeprefix(f"{NAME}:"))
+    except InvalidSessionIdError:
+        return None
+
+
+def file_id(info: SessionInfo) -> str:
+    """The id the session's native file carries: the id of the file it was imported
+    from, else its own. A session was imported from the file its key names when its id
+    is the one an import derives from that key in its namespace; a key a caller gave
+    (``native:<another session's id>``) names no file."""
+    own = id_of_key(info.key)
+    if own is None or derived_session_id(info.namespace, key_of(own)) != info.id:
+        return info.id
+    return own
 
 
 def record_line(record: StoredRecord) -> dict[str, Any]:
@@ -129,7 +162,7 @@ def record_line(record: StoredRecord) -> dict[str, Any]:
 def metadata(info: SessionInfo) -> dict[str, Any]:
     """The ``metadata.json`` object of a session (§7.3 plus sessiondb's fields)."""
     data: dict[str, Any] = {
-        "id": info.id,
+        "id": file_id(info),
         "namespace": info.namespace,
         "createdAt": format_time(info.created_at),
         "lastMessageAt": format_time(info.last_message_at) if info.last_message_at else None,
@@ -164,11 +197,11 @@ def _read_session(folder: Path, strict: bool) -> ImportedSession:
         raise ImportFormatError(str(meta_path), 1, "forkSeq must be a non-negative integer")
     source = meta.get("source")
     session = ImportedSession(
-        key=f"{NAME}:{meta['id']}",
+        key=key_of(meta["id"]),
         format=NAME,
         path=folder,
         records=iter(()),
-        parent_key=f"{NAME}:{parent}" if isinstance(parent, str) else None,
+        parent_key=key_of(parent) if isinstance(parent, str) else None,
         fork_seq=fork_seq,
         details=SessionDetails(
             name=_str(meta.get("name")),
