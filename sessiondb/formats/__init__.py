@@ -212,7 +212,10 @@ class _Walk:
         """Whether the directory ``path`` (``st``) is entered: each one once."""
         key = (st.st_dev, st.st_ino)
         if key in self.directories:
-            self.skip(path, "directory already visited (link loop)")
+            # A loop: the link leads to a directory it is inside of.
+            target, inside = Path(os.path.realpath(path)), Path(os.path.realpath(path.parent))
+            loop = path.is_symlink() and (target == inside or target in inside.parents)
+            self.skip(path, "directory already visited" + (" (link loop)" if loop else ""))
             return False
         self.directories.add(key)
         return True

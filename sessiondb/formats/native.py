@@ -208,7 +208,9 @@ def _records(
     session: ImportedSession, path: Path, base: int, strict: bool
 ) -> Iterator[ImportedRecord]:
     session.path = path
-    for position, line in enumerate(read_lines(path, session, strict)):
+    # A line over the limit fails the session even when not strict: skipped, it would
+    # leave a hole in the seqs the file's later lines, tombstones and forks name.
+    for position, line in enumerate(read_lines(path, session, strict=True)):
         record = _record(line, base, position)
         if isinstance(record, str):
             bad_line(session, line, record, strict)
