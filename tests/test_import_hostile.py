@@ -109,12 +109,22 @@ async def test_a_link_to_a_file_outside_the_tree_is_never_read(
     tree = tmp_path / "tree"
     session_file(tree / "mine.jsonl", "hello")
     (tree / "session.jsonl").symlink_to(secret)
+    (tree / "up").symlink_to(secret.parent)  # a directory outside
+    (tree / "dangling.jsonl").symlink_to(tree / "nothing.jsonl")
 
     report = await store.import_path(tree)
     assert report.created == 1 and report.failures == []
-    assert skipped(report) == {tree / "session.jsonl": NOT_FOLLOWED}
+    assert skipped(report) == {
+        tree / "session.jsonl": NOT_FOLLOWED,
+        tree / "up": NOT_FOLLOWED,
+        tree / "dangling.jsonl": NOT_FOLLOWED,
+    }
     followed = await store.import_path(tree, follow_symlinks=True)
-    assert skipped(followed) == {tree / "session.jsonl": OUTSIDE}
+    assert skipped(followed) == {
+        tree / "session.jsonl": OUTSIDE,
+        tree / "up": OUTSIDE,
+        tree / "dangling.jsonl": "symbolic link to nothing (broken, or a loop)",
+    }
     assert followed.created == 0 and followed.skipped == 1
     assert "SECRET" not in await stored_texts(store)
     assert "hello" in await stored_texts(store)
