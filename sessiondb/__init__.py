@@ -59,7 +59,7 @@ from .models import (
 )
 from .retention import RetentionReport
 from .store import SessionStore
-from .transfer import ImportFailure, ImportProgress, ImportReport
+from .transfer import ImportFailure, ImportProgress, ImportReport, SkippedPath
 from .turns import Turn
 
 __all__ = [
@@ -100,6 +100,7 @@ __all__ = [
     "SessionNotFoundError",
     "SessionPage",
     "SessionStore",
+    "SkippedPath",
     "StoreClosedError",
     "Summarizer",
     "SummarizerError",

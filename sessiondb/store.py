@@ -1238,18 +1238,26 @@ class SessionStore:
         format: str = "auto",
         strict: bool = False,
         progress: Callable[[ImportProgress], None] | None = None,
+        *,
+        follow_symlinks: bool = False,
     ) -> ImportReport:
         """Import session files (a file or a directory tree) at bulk speed.
 
         Each session is written whole or not at all; a re-import adds nothing (a
         session's id derives from the namespace and the file's own key). A bad line is
         kept as a raw entry and reported as ``path:line``; ``strict=True`` fails its file
-        instead. See :func:`sessiondb.transfer.import_path`.
+        instead. Only regular files are read, and symbolic links under ``path`` are
+        followed only with ``follow_symlinks`` (and never out of ``path``); what is
+        passed over is in the report's ``skipped_paths``. See
+        :func:`sessiondb.transfer.import_path`.
 
         Raises:
-            ImportFormatError: the path cannot be read, or an unknown format.
+            InvalidInputError: the path does not exist or is not a regular file or a
+                directory, or an unknown format.
         """
-        return await transfer.import_path(self, path, format, strict, progress)
+        return await transfer.import_path(
+            self, path, format, strict, progress, follow_symlinks=follow_symlinks
+        )
 
     async def export_session(
         self, session_id: str, out_dir: str | Path, format: str = "native"

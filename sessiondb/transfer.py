@@ -61,8 +61,19 @@ from . import statements as q
 from .backends import IntegrityViolation
 from .config import DEFAULT_MAX_RECORD_BYTES
 from .errors import DatabaseError, InvalidInputError, SessionDBError
-from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format, native
-from .formats import _candidates as format_candidates
+from .formats import (
+    BAD_LINES_KEPT,
+    BadLine,
+    Format,
+    ImportedRecord,
+    ImportedSession,
+    SkippedPath,
+    candidates,
+    detect,
+    get_format,
+    import_root,
+    native,
+)
 from .formats.base import MAX_LINE_BYTES, export_scope, splice
 from .formats.claude_code import listings_kept
 from .ids import derived_session_id
@@ -93,6 +104,7 @@ __all__ = [
     "ImportFailure",
     "ImportProgress",
     "ImportReport",
+    "SkippedPath",
     "export_all",
     "export_session",
     "import_path",
@@ -129,8 +141,14 @@ class ImportReport:
         skipped: sessions already stored (by an earlier import), left as they were.
         records: records written.
         files: session files and directories read.
-        bad_lines: lines that could not be read, kept as raw entries (``path:line``).
+        bad_lines: the first ``BAD_LINES_KEPT`` (100) lines that could not be read
+            (``path:line``), their reasons cut short: kept as raw entries, or, a line
+            over the store's ``max_record_bytes``, skipped.
+        bad_line_count: every bad line, kept in ``bad_lines`` or not.
         failures: files or sessions not imported, with the reason.
+        skipped_paths: paths passed over unopened, with the reason: symbolic links
+            (not followed, or leading outside the root), FIFOs, sockets, devices,
+            directories reached a second time.
     """
 
     session_ids: list[str] = field(default_factory=list)
@@ -140,6 +158,15 @@ class ImportReport:
     files: int = 0
     bad_lines: list[BadLine] = field(default_factory=list)
     failures: list[ImportFailure] = field(default_factory=list)
+    bad_line_count: int = 0
+    skipped_paths: list[SkippedPath] = field(default_factory=list)
+
+    def add_bad_lines(self, session: ImportedSession) -> None:
+        """Count ``session``'s bad lines, keeping up to ``BAD_LINES_KEPT`` in all."""
+        self.bad_line_count += session.bad_line_count
+        room = BAD_LINES_KEPT - len(self.bad_lines)
+        if room > 0:
+            self.bad_lines.extend(session.bad_lines[:room])
 
     @property
     def ok(self) -> bool:
@@ -178,6 +205,8 @@ async def import_path(
     format: str = "auto",
     strict: bool = False,
     progress: Callable[[ImportProgress], None] | None = None,
+    *,
+    follow_symlinks: bool = False,
 ) -> ImportReport:
     """Import the sessions of a file, a session directory, or a tree mixing formats.
 
@@ -193,21 +222,31 @@ async def import_path(
             file's format (files no format claims are passed over).
         strict: a bad line fails its file: nothing of that file is written.
         progress: called after each file with an :class:`ImportProgress`.
+        follow_symlinks: follow symbolic links under ``path``, but only to paths
+            inside it, and into each directory once. Without it no link under ``path``
+            is followed (``path`` itself is, if it is one). Either way only regular
+            files are opened; what is passed over is in ``skipped_paths``.
+
+    Only regular files are read: FIFOs, sockets and devices are passed over unopened.
+    A line longer than the store's ``max_record_bytes`` is never held whole: it is
+    reported as a bad line and skipped (``strict``: it fails its file).
 
     Raises:
-        InvalidInputError: an unknown format, or ``path`` does not exist.
+        InvalidInputError: an unknown format, or ``path`` does not exist or is neither
+            a regular file nor a directory.
         DatabaseError: the database failed (sessions already committed stay).
     """
-    root = Path(path)
     chosen = None if format == "auto" else get_format(format)
-    if not root.exists():
-        raise InvalidInputError(f"{root}: no such file or directory")
+    root = import_root(Path(path))
     importer = _Importer(store, strict)
-    # A line over the limit fails its session as path:line, before it is parsed.
+    # A line over the limit is skipped as it is read (path:line), never held whole.
     limit = MAX_LINE_BYTES.set(store.settings.max_record_bytes)
     try:
         with listings_kept():
-            files = list(_files(root, chosen))
+            walked = candidates(
+                root, follow_symlinks=follow_symlinks, skipped=importer.report.skipped_paths
+            )
+            files = list(_files(root, walked, chosen))
             await _import_files(importer, files, progress)
     except BaseException:
         await importer.abandon()
@@ -279,10 +318,12 @@ async def _import_files(
     await importer.finish()
 
 
-def _files(root: Path, chosen: Format | None) -> Iterator[tuple[Path, Format | Exception]]:
-    """The session files under ``root`` with their formats, as ``read_path`` picks them;
-    the exception instead where detection failed."""
-    for candidate in format_candidates(root):
+def _files(
+    root: Path, walked: Iterator[Path], chosen: Format | None
+) -> Iterator[tuple[Path, Format | Exception]]:
+    """The session files ``walked`` under ``root`` with their formats, as ``read_path``
+    picks them; the exception instead where detection failed."""
+    for candidate in walked:
         try:
             fmt = chosen if chosen is not None else detect(candidate)
             if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
@@ -398,7 +439,7 @@ class _Importer:
                 self.deferred.append((path, session, session_id))
                 continue
             except (_Refused, SessionDBError, OSError, _ReaderCrash) as exc:
-                self.report.bad_lines.extend(session.bad_lines)
+                self.report.add_bad_lines(session)
                 failure = ImportFailure(session.path, str(exc), session.key)
                 if self.strict:
                     # The whole file fails: drop what of it was prepared.
@@ -406,7 +447,7 @@ class _Importer:
                     return
                 self.report.failures.append(failure)
                 continue
-            self.report.bad_lines.extend(session.bad_lines)
+            self.report.add_bad_lines(session)
             matched.append(session_id)
             if prepared is None:
                 self.report.skipped += 1
@@ -441,7 +482,7 @@ class _Importer:
                     progressed = True
                     continue
                 progressed = True
-                self.report.bad_lines.extend(session.bad_lines)
+                self.report.add_bad_lines(session)
                 self.report.session_ids.append(session_id)
                 if prepared is None:
                     self.report.skipped += 1

@@ -12,18 +12,26 @@ are not in ``FORMATS`` and :func:`detect` never picks them.
 
 from __future__ import annotations
 
+import os
+import stat
+from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 from ..errors import InvalidInputError
 from .base import (
+    BAD_LINES_KEPT,
     BadLine,
     Format,
     ImportedRecord,
     ImportedSession,
     SessionDetails,
+    SkippedPath,
+    file_kind,
 )
-from .claude_code import ClaudeCodeFormat, session_parts
+from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
 from .native import METADATA_FILE, SESSION_FILE, NativeFormat
 from .noumen import NoumenFormat
 from .pi import PiFormat
@@ -33,14 +41,18 @@ FORMATS: dict[str, Format] = {
 }
 
 __all__ = [
+    "BAD_LINES_KEPT",
     "FORMATS",
     "BadLine",
     "Format",
     "ImportedRecord",
     "ImportedSession",
     "SessionDetails",
+    "SkippedPath",
+    "candidates",
     "detect",
     "get_format",
+    "import_root",
     "read_path",
 ]
 
@@ -68,45 +80,217 @@ def detect(path: Path) -> Format | None:
 
 
 def read_path(
-    path: Path, format: str = "auto", *, strict: bool = False
+    path: Path,
+    format: str = "auto",
+    *,
+    strict: bool = False,
+    follow_symlinks: bool = False,
+    skipped: list[SkippedPath] | None = None,
 ) -> Iterator[ImportedSession]:
     """The sessions under ``path`` (a file, a session directory, or a tree of both), in a
     stable order, each file's main session before its children.
 
     With ``format="auto"`` every file is detected on its own; files no format claims are
-    skipped. A Claude Code file's part files and subagent files are read with it.
+    skipped. A Claude Code file's part files and subagent files are read with it. Only
+    regular files are read; see :func:`candidates` for what is passed over, which is
+    added to ``skipped`` when given.
 
     Raises:
-        InvalidInputError: an unknown format name, or ``path`` does not exist.
+        InvalidInputError: an unknown format name, or ``path`` does not exist or is
+            neither a regular file nor a directory.
         ImportFormatError: with ``strict``, the first bad line.
     """
     chosen = None if format == "auto" else get_format(format)
-    if not path.exists():
-        raise InvalidInputError(f"{path}: no such file or directory")
-    for candidate in _candidates(path):
+    root = import_root(path)
+    for candidate in candidates(root, follow_symlinks=follow_symlinks, skipped=skipped):
         fmt = chosen if chosen is not None else detect(candidate)
-        if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == path):
+        if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
             yield from fmt.read(candidate, strict=strict)
 
 
-def _candidates(path: Path) -> Iterator[Path]:
-    """Session files and directories under ``path``, each session once."""
-    if path.is_file():
-        yield path
+def import_root(path: Path) -> Path:
+    """``path`` as an import reads it: a regular file or a directory. A symbolic link
+    given as the root is followed (the caller named it); the real path is returned.
+
+    Raises:
+        InvalidInputError: ``path`` does not exist, or is a FIFO, a device, a socket.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            path = Path(os.path.realpath(path))
+            mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InvalidInputError(f"{path}: no such file or directory") from None
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidInputError(f"{path}: cannot be read ({why})") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise InvalidInputError(f"{path}: {file_kind(mode)}, not a regular file or a directory")
+    return path
+
+
+_NOT_FOLLOWED = "symbolic link (not followed)"
+
+
+@dataclass(slots=True)
+class _Walk:
+    """The state of one :func:`candidates` walk."""
+
+    root: Path  # its real path, to check where links lead
+    follow: bool
+    skipped: list[SkippedPath]
+    # (st_dev, st_ino) of every directory entered and every session file seen.
+    directories: set[tuple[int, int]] = field(default_factory=set)
+    files: set[tuple[int, int]] = field(default_factory=set)
+    links: deque[Path] = field(default_factory=deque)
+
+    def skip(self, path: Path, reason: str) -> None:
+        self.skipped.append(SkippedPath(path, reason))
+
+    def listing(self, directory: Path) -> Iterator[Path | tuple[Path]]:
+        """What to do with ``directory``'s entries, in name order: a ``Path`` is a
+        session file or a native session directory to yield, a ``(path,)`` a directory
+        to enter. Everything else is passed over here (and reported if it is not just
+        a file of another kind)."""
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(((e.name, e, _lstat(e)) for e in scan), key=itemgetter(0))
+        except OSError as exc:
+            self.skip(directory, f"cannot be listed ({exc.strerror or exc})")
+            return
+        regular = {name: st for name, _, st in entries if st and stat.S_ISREG(st.st_mode)}
+        if SESSION_FILE in regular and METADATA_FILE in regular:
+            session = regular[SESSION_FILE]
+            self.files.add((session.st_dev, session.st_ino))
+            yield directory  # a native session directory
+            return
+        stems = {name[: -len(".jsonl")] for name in regular if name.endswith(".jsonl")}
+        listed(directory, regular)  # the part files, for the reader
+        for name, entry, st in entries:
+            path = Path(entry.path)
+            if st is None:
+                continue  # gone since it was listed
+            mode = st.st_mode
+            if stat.S_ISLNK(mode):
+                if self.follow:
+                    self.links.append(path)
+                else:
+                    self.skip(path, _NOT_FOLLOWED)
+            elif stat.S_ISDIR(mode):
+                if name in stems:
+                    # <stem>/subagents/ belongs to <stem>.jsonl, read with it.
+                    self.subagents(directory, name, st)
+                elif self.enter(path, st):
+                    yield (path,)
+            elif stat.S_ISREG(mode):
+                if not name.endswith(".jsonl"):
+                    continue
+                self.files.add((st.st_dev, st.st_ino))
+                if part_name(name[: -len(".jsonl")]) in stems:
+                    continue  # a part file, read with its main file
+                yield path
+            else:
+                self.skip(path, file_kind(mode))
+
+    def subagents(self, directory: Path, stem: str, st: os.stat_result) -> None:
+        """Report what of ``<stem>/subagents/`` the reader passes over; mark what it
+        reads as seen, so no link leads to it again."""
+        agents, passed = subagent_files(directory, stem)
+        self.skipped.extend(passed)
+        if self.follow:
+            self.directories.add((st.st_dev, st.st_ino))
+            for path in (directory / stem / "subagents", *agents):
+                try:
+                    seen = os.lstat(path)
+                except OSError:
+                    continue
+                group = self.directories if stat.S_ISDIR(seen.st_mode) else self.files
+                group.add((seen.st_dev, seen.st_ino))
+
+    def enter(self, path: Path, st: os.stat_result) -> bool:
+        """Whether the directory ``path`` (``st``) is entered: each one once."""
+        key = (st.st_dev, st.st_ino)
+        if key in self.directories:
+            # A loop: the link leads to a directory it is inside of.
+            target, inside = Path(os.path.realpath(path)), Path(os.path.realpath(path.parent))
+            loop = path.is_symlink() and (target == inside or target in inside.parents)
+            self.skip(path, "directory already visited" + (" (link loop)" if loop else ""))
+            return False
+        self.directories.add(key)
+        return True
+
+    def follow_link(self, link: Path) -> Path | tuple[Path] | None:
+        """Where the link ``link`` leads, if it is followed: a session file to yield,
+        a ``(directory,)`` to enter, else ``None`` (and the reason reported)."""
+        try:
+            target = Path(os.path.realpath(link, strict=True))
+            st = os.lstat(target)
+        except (OSError, ValueError):
+            self.skip(link, "symbolic link to nothing (broken, or a loop)")
+            return None
+        if target != self.root and self.root not in target.parents:
+            self.skip(link, "symbolic link to outside the import root")
+            return None
+        mode = st.st_mode
+        if stat.S_ISDIR(mode):
+            return (target,) if self.enter(link, st) else None
+        if stat.S_ISREG(mode):
+            if not target.name.endswith(".jsonl"):
+                return None
+            key = (st.st_dev, st.st_ino)
+            if key in self.files:
+                self.skip(link, f"symbolic link to a file already read ({target})")
+                return None
+            self.files.add(key)
+            return target
+        self.skip(link, f"symbolic link to a {file_kind(mode)}")
+        return None
+
+
+def _lstat(entry: os.DirEntry[str]) -> os.stat_result | None:
+    try:
+        return entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+
+
+def candidates(
+    root: Path, *, follow_symlinks: bool = False, skipped: list[SkippedPath] | None = None
+) -> Iterator[Path]:
+    """Session files and directories under ``root`` (see :func:`import_root`), each
+    session once, in name order (depth first).
+
+    The walk reads only what it was given. Without ``follow_symlinks`` no symbolic link
+    under ``root`` is followed; with it, a link is followed (after every real entry)
+    only to a path inside ``root``'s real path, and a directory reached twice (a link
+    loop, or a second link to it) is entered once, a file read once. FIFOs, sockets
+    and devices are never opened. Each such path goes to ``skipped`` with the reason.
+    The walk keeps a stack, not Python recursion: any depth the system allows works.
+
+    Raises:
+        InvalidInputError: ``root`` is neither a regular file nor a directory.
+    """
+    root = import_root(root)
+    if not stat.S_ISDIR(os.stat(root).st_mode):
+        yield root
         return
-    if (path / SESSION_FILE).is_file() and (path / METADATA_FILE).is_file():
-        yield path
-        return
-    entries = sorted(path.iterdir())
-    stems = {p.stem for p in entries if p.is_file() and p.suffix == ".jsonl"}
-    for entry in entries:
-        if entry.is_dir():
-            if entry.name in stems:
-                # <sessionId>/subagents/ belongs to <sessionId>.jsonl, read with it.
-                continue
-            yield from _candidates(entry)
-        elif entry.suffix == ".jsonl":
-            _, parts = session_parts(entry)
-            if parts and parts[0][1] != entry and parts[0][1].exists():
-                continue  # a part file, read with its main file
-            yield entry
+    walk = _Walk(Path(os.path.realpath(root)), follow_symlinks, [] if skipped is None else skipped)
+    st = os.stat(root)
+    walk.directories.add((st.st_dev, st.st_ino))
+    stack = [walk.listing(root)]
+    while stack or walk.links:
+        if not stack:
+            found = walk.follow_link(walk.links.popleft())
+            if isinstance(found, tuple):
+                stack.append(walk.listing(found[0]))
+            elif found is not None:
+                yield found
+            continue
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, tuple):
+            stack.append(walk.listing(item[0]))
+        else:
+            yield item

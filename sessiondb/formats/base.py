@@ -36,12 +36,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, BinaryIO, Literal, Protocol
 
 import orjson
 
 from .. import jsoncodec
-from ..errors import ExportPathError, ImportFormatError
+from ..config import DEFAULT_MAX_RECORD_BYTES
+from ..errors import ExportPathError, ImportFormatError, InvalidInputError
 from ..models import Compaction, Prune, Record, SessionInfo, Tombstone
 
 RecordKind = Literal["message", "compaction", "tombstone", "entry", "prune"]
@@ -85,7 +86,8 @@ class ImportedRecord:
 
 @dataclass(frozen=True, slots=True)
 class BadLine:
-    """A line that could not be read; it was kept as a raw ``entry`` record."""
+    """A line that could not be read: kept as a raw ``entry`` record, or skipped when it
+    is longer than a record may be. ``reason`` is cut to ``REASON_CHARS`` characters."""
 
     path: Path
     line: int
@@ -93,6 +95,25 @@ class BadLine:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedPath:
+    """A path an import passed over without opening it, and why (a symbolic link not
+    followed, a FIFO, a directory already visited, ...)."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+# Bad lines a session (and an import's report) keeps; the rest are only counted, so a
+# file of 2,000,000 bad lines costs 100 objects, not 2,000,000 (458 MB).
+BAD_LINES_KEPT = 100
+# The longest reason a kept bad line holds (an error message may quote the line).
+REASON_CHARS = 200
 
 
 @dataclass
@@ -126,6 +147,8 @@ class ImportedSession:
         parent_key: the key of the parent session (a subagent's or a fork's).
         fork_seq: the parent's seq the session forks after; ``0`` for a child that
             inherits nothing (a subagent); ``None`` without a parent.
+        bad_lines: the first ``BAD_LINES_KEPT`` bad lines.
+        bad_line_count: every bad line, kept or not.
     """
 
     key: str
@@ -136,6 +159,7 @@ class ImportedSession:
     fork_seq: int | None = None
     details: SessionDetails = field(default_factory=SessionDetails)
     bad_lines: list[BadLine] = field(default_factory=list)
+    bad_line_count: int = 0
 
 
 class StoredRecord:
@@ -341,32 +365,118 @@ def _parse(data: bytes) -> tuple[Any, bool]:
 
 # The longest line an import reads, in bytes: the importing store's max_record_bytes
 # (``transfer.import_path`` sets it); a longer line could only make a record over it.
+# Unset, a reader takes ``DEFAULT_MAX_RECORD_BYTES``.
 MAX_LINE_BYTES: ContextVar[int | None] = ContextVar("MAX_LINE_BYTES", default=None)
+# What is read of a line over the limit at a time while it is passed over.
+_SKIP_CHUNK = 1 << 20
+# The longest line detection looks at: a longer one is passed over, so sniffing a file
+# whose first line is 200 MB reads it in 1 MB steps and keeps none of it.
+SNIFF_LINE_BYTES = 4 * 1024 * 1024
 
 
-def read_lines(path: Path) -> Iterator[Line]:
-    """The non-blank lines of ``path``, streamed, numbered from 1.
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words ("FIFO", "socket", ...)."""
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "not a regular file"
 
-    A torn last line (no ``\\n`` and not JSON) is dropped.
+
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` itself (not what a link names) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file and not a symbolic link.
+
+    The check is made on the open file (``fstat``), so a file swapped for a FIFO or a
+    link after the walk looked at it is refused, not read: ``O_NONBLOCK`` keeps the open
+    of a FIFO from waiting for a writer, ``O_NOFOLLOW`` refuses a link.
 
     Raises:
-        ImportFormatError: a line longer than :data:`MAX_LINE_BYTES`, when it is set.
+        InvalidInputError: ``path`` is a symbolic link, a FIFO, a device, ...
+        OSError: it cannot be opened (missing, no permission).
     """
-    limit = MAX_LINE_BYTES.get()
-    with path.open("rb") as stream:
-        for number, chunk in enumerate(stream, 1):
-            data = chunk
-            if limit is not None and len(data) > limit:
-                size = len(data.rstrip(b"\r\n"))
-                if size > limit:
-                    raise ImportFormatError(
-                        str(path),
-                        number,
-                        f"the line is {size} bytes, over the store's max_record_bytes of {limit}",
-                    )
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidInputError(f"{path}: a symbolic link (not followed)") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InvalidInputError(f"{path}: {file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_lines(
+    path: Path,
+    session: ImportedSession | None = None,
+    strict: bool = False,
+    *,
+    limit: int | None = None,
+) -> Iterator[Line]:
+    """The non-blank lines of ``path``, streamed, numbered from 1.
+
+    A torn last line (no ``\\n`` and not JSON) is dropped. A line longer than ``limit``
+    bytes (default :data:`MAX_LINE_BYTES`) is never held whole: it is recognised while
+    it is read, the rest of it passed over in steps of 1 MB, and it is reported on
+    ``session`` as a bad line (see :func:`bad_line`) and not yielded.
+
+    Raises:
+        InvalidInputError: ``path`` is not a regular file (or is a symbolic link).
+        ImportFormatError: with ``strict``, a line over the limit.
+    """
+    if limit is None:
+        limit = MAX_LINE_BYTES.get() or DEFAULT_MAX_RECORD_BYTES
+    most = limit + 2  # the line, then "\r\n"
+    with open_regular(path) as stream:
+        readline = stream.readline
+        number = 0
+        while True:
+            data = readline(most)
+            if not data:
+                return
+            number += 1
+            complete = data.endswith(b"\n")
+            if not complete and len(data) == most:
+                while True:  # pass the rest of the line over
+                    rest = readline(_SKIP_CHUNK)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                if session is not None:
+                    reason = f"the line is over {limit} bytes, the store's max_record_bytes"
+                    bad_line(session, Line(number), reason, strict)
+                continue
             if number == 1 and data.startswith(_BOM):
                 data = data[len(_BOM) :]
-            complete = data.endswith(b"\n")
             data = data.rstrip(b"\n")
             if data.endswith(b"\r"):
                 data = data[:-1]
@@ -388,10 +498,15 @@ def _why(exc: Exception) -> str:
 
 
 def bad_line(session: ImportedSession, line: Line, reason: str, strict: bool) -> None:
-    """Report ``line`` on ``session``, or raise when ``strict``."""
+    """Report ``line`` on ``session``, or raise when ``strict``. The session counts
+    every bad line and keeps the first ``BAD_LINES_KEPT``, their reasons cut short."""
+    if len(reason) > REASON_CHARS:
+        reason = reason[: REASON_CHARS - 1] + "…"
     if strict:
         raise ImportFormatError(str(session.path), line.number, reason)
-    session.bad_lines.append(BadLine(session.path, line.number, reason))
+    session.bad_line_count += 1
+    if len(session.bad_lines) < BAD_LINES_KEPT:
+        session.bad_lines.append(BadLine(session.path, line.number, reason))
 
 
 # -- payload helpers -------------------------------------------------------------------
@@ -864,15 +979,17 @@ def _encodable(text: str) -> bool:
 
 
 def sniff_values(path: Path, limit: int = 25) -> list[Any]:
-    """Up to ``limit`` parsed values from the start of a file, for detection."""
+    """Up to ``limit`` parsed values from the start of a file, for detection; lines
+    longer than ``SNIFF_LINE_BYTES`` (or the store's limit) are passed over unread."""
     out: list[Any] = []
+    most = min(MAX_LINE_BYTES.get() or DEFAULT_MAX_RECORD_BYTES, SNIFF_LINE_BYTES)
     try:
-        for line in read_lines(path):
+        for line in read_lines(path, limit=most):
             if line.error is None:
                 out.append(line.value)
             if line.number >= limit * 4 or len(out) >= limit:
                 break
-    except OSError:
+    except (OSError, InvalidInputError):
         return []
     return out
 

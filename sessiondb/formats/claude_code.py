@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -82,14 +83,17 @@ from .base import (
     NodeTree,
     Row,
     SessionDetails,
+    SkippedPath,
     StoredRecord,
     _encodable,
     bad_line,
     dump_stored_line,
     entry_line,
     entry_payload,
+    file_kind,
     format_time,
     id_name,
+    is_regular,
     open_output,
     output_name,
     own_entry_line,
@@ -144,9 +148,9 @@ class ClaudeCodeFormat:
         stem, parts = session_parts(path)
         main = _session(f"{NAME}:{stem}", parts, strict, {"file": stem})
         yield main
-        agents = parts[0][1].parent / stem / "subagents"
-        if agents.is_dir():
-            for agent in sorted(agents.glob("agent-*.jsonl")):
+        if parts:
+            agents, _ = subagent_files(parts[0][1].parent, stem)
+            for agent in agents:
                 meta = {"parentFile": stem, "agentFile": agent.name}
                 child = _session(f"{NAME}:{stem}/{agent.stem}", [(1, agent)], strict, meta)
                 child.parent_key = main.key
@@ -177,14 +181,71 @@ class ClaudeCodeFormat:
 
 
 def session_parts(path: Path) -> tuple[str, list[tuple[int, Path]]]:
-    """The session stem of a main or part file, and its files as ``(part, path)``."""
+    """The session stem of a main or part file, and its files as ``(part, path)``: all
+    in ``path``'s directory, and, but for ``path`` itself, regular files (no link, FIFO
+    or device is opened)."""
     match = _PART.match(path.stem)
     stem = match["stem"] if match else path.stem
     base = path.with_name(f"{stem}.jsonl")
-    parts = [(1, base)] if base.is_file() or not match else []
+    parts = [(1, base)] if not match or is_regular(base) else []
     parts += [(n, path.parent / name) for n, name in _part_files(path.parent).get(stem, ())]
     parts.sort()
     return stem, parts
+
+
+def part_name(stem: str) -> str | None:
+    """The session stem a part file's stem (``<stem>_part<N>``) belongs to, else ``None``."""
+    match = _PART.match(stem)
+    return match["stem"] if match else None
+
+
+def safe_stem(stem: str) -> bool:
+    """Whether ``stem`` names one entry of its directory, so ``<stem>/subagents`` is
+    inside it: not empty, ``.`` or ``..`` (a file ``...jsonl`` has the stem ``..``),
+    no separator, no NUL."""
+    return stem not in ("", ".", "..") and "/" not in stem and "\\" not in stem and "\0" not in stem
+
+
+def subagent_files(directory: Path, stem: str) -> tuple[list[Path], list[SkippedPath]]:
+    """The subagent files of the session ``<directory>/<stem>.jsonl``
+    (``<stem>/subagents/agent-*.jsonl``, sorted), and those passed over: only regular
+    files are read, and no link on the way is followed. A stem that is not one safe
+    name (:func:`safe_stem`) has none: its file is read alone."""
+    if not safe_stem(stem):
+        return [], []
+    folder = directory / stem
+    agents = folder / "subagents"
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return [], []
+        mode = os.lstat(agents).st_mode
+    except OSError:
+        return [], []
+    if not stat.S_ISDIR(mode):
+        if stat.S_ISLNK(mode):
+            return [], [SkippedPath(agents, "symbolic link (not followed)")]
+        return [], []
+    found: list[Path] = []
+    skipped: list[SkippedPath] = []
+    try:
+        with os.scandir(agents) as entries:
+            for entry in entries:
+                name = entry.name
+                if not (name.startswith("agent-") and name.endswith(".jsonl")):
+                    continue
+                try:
+                    kind = entry.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                if stat.S_ISREG(kind):
+                    found.append(Path(entry.path))
+                elif stat.S_ISLNK(kind):
+                    skipped.append(SkippedPath(Path(entry.path), "symbolic link (not followed)"))
+                else:
+                    skipped.append(SkippedPath(Path(entry.path), file_kind(kind)))
+    except OSError as exc:
+        return [], [SkippedPath(agents, f"cannot be listed ({exc.strerror})")]
+    return sorted(found), sorted(skipped, key=lambda s: s.path)
 
 
 # The part files of each directory listed so far, while :func:`listings_kept` is on.
@@ -205,18 +266,27 @@ def listings_kept() -> Iterator[None]:
 
 
 def _part_files(directory: Path) -> dict[str, list[tuple[int, str]]]:
-    """Session stem -> ``(part, file name)`` of the part files in ``directory``."""
+    """Session stem -> ``(part, file name)`` of the part files in ``directory`` (regular
+    files only)."""
     kept = _LISTINGS.get()
     if kept is not None and directory in kept:
         return kept[directory]
-    found: dict[str, list[tuple[int, str]]] = {}
     with os.scandir(directory) as entries:
-        for entry in entries:
-            name = entry.name
-            if "_part" in name and name.endswith(".jsonl"):
-                match = _PART.match(name[: -len(".jsonl")])
-                if match:
-                    found.setdefault(match["stem"], []).append((int(match["n"]), name))
+        names = [e.name for e in entries if e.is_file(follow_symlinks=False)]
+    return listed(directory, names)
+
+
+def listed(directory: Path, names: Iterable[str]) -> dict[str, list[tuple[int, str]]]:
+    """The part files among ``names``, the regular files of ``directory``; kept as its
+    listing while :func:`listings_kept` is on (an import's walk lists each directory
+    once, and hands the names here)."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for name in names:
+        if "_part" in name and name.endswith(".jsonl"):
+            match = _PART.match(name[: -len(".jsonl")])
+            if match:
+                found.setdefault(match["stem"], []).append((int(match["n"]), name))
+    kept = _LISTINGS.get()
     if kept is not None:
         kept[directory] = found
     return found
@@ -274,7 +344,7 @@ class _Reader(NodeTree):
         try:
             for part, path in parts:
                 self.session.path = path
-                for line in read_lines(path):
+                for line in read_lines(path, self.session, self.strict):
                     record = self.record(line, part)
                     self.position += 1
                     if not self.position % SPILL_CHECK:

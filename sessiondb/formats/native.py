@@ -31,10 +31,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..config import DEFAULT_MAX_RECORD_BYTES
 from ..errors import ImportFormatError, InvalidSessionIdError
 from ..ids import check_session_id, derived_session_id
 from ..models import Record, SessionInfo, wire_message_error
 from .base import (
+    MAX_LINE_BYTES,
     ImportedRecord,
     ImportedSession,
     Line,
@@ -46,7 +48,9 @@ from .base import (
     dump_line,
     dump_stored_line,
     format_time,
+    is_regular,
     open_output,
+    open_regular,
     own_entry_line,
     parse_time,
     raw_payload,
@@ -72,7 +76,7 @@ class NativeFormat:
 
     def sniff(self, path: Path) -> bool:
         if path.is_dir():
-            return (path / SESSION_FILE).is_file() and (path / METADATA_FILE).is_file()
+            return is_regular(path / SESSION_FILE) and is_regular(path / METADATA_FILE)
         if path.name != SESSION_FILE:
             return False
         values = sniff_values(path, limit=3)
@@ -185,8 +189,13 @@ def metadata(info: SessionInfo) -> dict[str, Any]:
 
 def _read_session(folder: Path, strict: bool) -> ImportedSession:
     meta_path = folder / METADATA_FILE
+    limit = MAX_LINE_BYTES.get() or DEFAULT_MAX_RECORD_BYTES
     try:
-        meta = json.loads(meta_path.read_bytes())
+        with open_regular(meta_path) as stream:
+            data = stream.read(limit + 1)  # never more than a record may hold
+        if len(data) > limit:
+            raise ValueError(f"over {limit} bytes, the store's max_record_bytes")
+        meta = json.loads(data)
     except (OSError, ValueError) as exc:
         raise ImportFormatError(str(meta_path), 1, f"cannot read metadata: {exc}") from exc
     if not isinstance(meta, dict) or not isinstance(meta.get("id"), str):
@@ -225,7 +234,9 @@ def _records(
     session: ImportedSession, path: Path, base: int, strict: bool
 ) -> Iterator[ImportedRecord]:
     session.path = path
-    for position, line in enumerate(read_lines(path)):
+    # A line over the limit fails the session even when not strict: skipped, it would
+    # leave a hole in the seqs the file's later lines, tombstones and forks name.
+    for position, line in enumerate(read_lines(path, session, strict=True)):
         record = _record(line, base, position)
         if isinstance(record, str):
             bad_line(session, line, record, strict)

@@ -134,7 +134,7 @@ class _Reader:
 
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
-            for line in read_lines(path):
+            for line in read_lines(path, self.session, self.strict):
                 yield self.record(line)
                 self.position += 1
                 if not self.position % SPILL_CHECK:

@@ -176,7 +176,7 @@ class _Reader(NodeTree):
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
             header_seen = False
-            for line in read_lines(path):
+            for line in read_lines(path, self.session, self.strict):
                 if not header_seen:
                     header_seen = True
                     if isinstance(line.value, dict) and line.value.get("type") == "session":
