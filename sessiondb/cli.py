@@ -490,6 +490,11 @@ def _add_transfer_commands(commands: Any) -> None:
     imp.add_argument(
         "--strict", action="store_true", help="a bad line fails its file (default: keep it)"
     )
+    imp.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="follow symbolic links under PATH, only to targets inside it (default: skip them)",
+    )
     imp.set_defaults(handler=_import)
 
     exp = commands.add_parser("export", help="write sessions as files")
@@ -508,7 +513,12 @@ async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
     for path in args.paths:
         with _ImportProgress(path) as progress:
             report = await transfer.import_path(
-                store, path, format=args.format, strict=args.strict, progress=progress
+                store,
+                path,
+                format=args.format,
+                strict=args.strict,
+                progress=progress,
+                follow_symlinks=args.follow_symlinks,
             )
         reports.append((path, report))
     rows = [("PATH", "FILES", "CREATED", "SKIPPED", "RECORDS", "BAD LINES", "FAILED")]
@@ -520,28 +530,31 @@ async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
                 str(r.created),
                 str(r.skipped),
                 str(r.records),
-                str(len(r.bad_lines)),
+                str(r.bad_line_count),
                 str(len(r.failures)),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+    # A report keeps its first BAD_LINES_KEPT bad lines; bad_line_count counts them all.
     bad = [b for _, r in reports for b in r.bad_lines]
+    bad_count = sum(r.bad_line_count for _, r in reports)
     failures = [f for _, r in reports for f in r.failures]
     for b in bad[:BAD_LINES_SHOWN]:
-        print(f"bad line (kept): {shown(str(b))}", file=out)
-    if len(bad) > BAD_LINES_SHOWN:
-        print(f"… and {len(bad) - BAD_LINES_SHOWN} more bad lines", file=out)
+        # Kept as a raw entry, or skipped when over max_record_bytes (its reason says so).
+        print(f"bad line: {shown(str(b))}", file=out)
+    if bad_count > min(len(bad), BAD_LINES_SHOWN):
+        print(f"… and {bad_count - min(len(bad), BAD_LINES_SHOWN)} more bad lines", file=out)
     for _, r in reports:  # what the walk left alone (symlinks, FIFOs, devices, loops)
-        for skipped in getattr(r, "skipped_paths", ()):
+        for skipped in r.skipped_paths:
             print(f"skipped: {shown(f'{skipped.path}: {skipped.reason}')}", file=out)
     for f in failures:
         print(f"failed: {shown(str(f))}", file=out)
     total = [r for _, r in reports]
     print(
         f"created {sum(r.created for r in total)}, skipped {sum(r.skipped for r in total)}, "
-        f"records {sum(r.records for r in total)}, bad lines {len(bad)}, failed {len(failures)}",
+        f"records {sum(r.records for r in total)}, bad lines {bad_count}, failed {len(failures)}",
         file=out,
     )
     if failures:

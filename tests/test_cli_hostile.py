@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from sessiondb import SessionStore
 from sessiondb.cli import main
 from sessiondb.terminal import json_for_terminal, shown
-from sessiondb.transfer import ImportReport
 
 # What a terminal acts on or reorders by: written out here, not taken from the module.
 DANGEROUS = frozenset(
@@ -292,7 +291,7 @@ def test_import_progress_and_report_escape_paths_and_bad_lines(
     assert code == 0
     assert_clean(out)
     assert_clean(captured.err)
-    assert "bad line (kept): " in out and f"{shown(str(evil_file))}:2:" in out
+    assert "bad line: " in out and f"{shown(str(evil_file))}:2:" in out
     assert f"] {shown(str(evil_file))}: " in captured.err  # the progress line
     assert "created 1" in out
 
@@ -310,8 +309,7 @@ def test_import_progress_and_report_escape_paths_and_bad_lines(
     assert_clean(captured.err)
     assert f"failed: {shown(str(failing))}:2: " in out
 
-    # A symlink out of the tree: skipped and reported (once import stops following
-    # symlinks; until then it is imported), its path escaped either way.
+    # A symlink out of the tree: skipped and reported, its path escaped.
     outside = tmp_path / "outside.jsonl"
     outside.write_text(_cc_line("s3", "u3", "outside") + "\n", encoding="utf-8")
     linked = tmp_path / f"linked{TITLE}"
@@ -323,8 +321,18 @@ def test_import_progress_and_report_escape_paths_and_bad_lines(
     assert code == 0
     assert_clean(out)
     assert_clean(captured.err)
-    if hasattr(ImportReport(), "skipped_paths"):
-        assert f"skipped: {shown(str(link))}: " in out
+    assert f"skipped: {shown(str(link))}: symbolic link (not followed)" in out
+    assert "created 0" in out
+
+    # --follow-symlinks follows a link only to a target inside the tree.
+    inside = linked / "inside.jsonl"
+    inside.write_text(_cc_line("s4", "u4", "inside") + "\n", encoding="utf-8")
+    (linked / "again.jsonl").symlink_to(inside)
+    code, out = run("--db", db_url, "import", str(linked), "--follow-symlinks")
+    capsys.readouterr()
+    assert code == 0
+    assert f"skipped: {shown(str(link))}: symbolic link to outside the import root" in out
+    assert "created 1" in out  # inside.jsonl once: its link names a file already read
 
 
 def test_a_bad_path_in_an_error_is_escaped(
