@@ -73,7 +73,16 @@ from .rows import (
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
 from .turns import Turn
-from .validation import check_record_size, column_text, session_key, strict_int, to_json
+from .validation import (
+    MAX_NAME_CHARS,
+    bounded_text,
+    check_record_size,
+    column_text,
+    session_fields,
+    session_key,
+    strict_int,
+    to_json,
+)
 
 T = TypeVar("T")
 
@@ -379,14 +388,17 @@ class SessionStore:
         return {
             "id": new_session_id(),
             "namespace": self.namespace,
-            "name": column_text(name, "name"),
             "created_at": now,
             "last_message_at": now,
-            "model": column_text(model, "model"),
             "source": source,
-            "cron_job_id": column_text(cron_job_id, "cron_job_id"),
-            "system_prompt_override": column_text(system_prompt_override, "system_prompt_override"),
-            "metadata_json": to_json(dict(metadata), "metadata") if metadata is not None else None,
+            **session_fields(
+                name,
+                model,
+                cron_job_id,
+                system_prompt_override,
+                None if metadata is None else dict(metadata),
+                self._max_record_bytes,
+            ),
             **_ZERO_HEAD,
             "parent_id": None,
             "fork_seq": None,
@@ -582,7 +594,7 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        value = column_text(name, "name", optional=False)
+        value = bounded_text(name, "name", MAX_NAME_CHARS, optional=False)
         assert value is not None
         if not await self._backend.execute(q.rename(session_id, self.namespace, value)):
             raise SessionNotFoundError(session_id, self.namespace)
@@ -1365,7 +1377,7 @@ class SessionStore:
         check_session_id(session_id)
         if at_seq is not None and (not isinstance(at_seq, int) or isinstance(at_seq, bool)):
             raise InvalidInputError(f"at_seq must be an int or None, got {at_seq!r}")
-        name = column_text(name, "name")
+        name = bounded_text(name, "name", MAX_NAME_CHARS)
         _check_bool(detach, "detach")
         child_id = new_session_id()
         now = _now()
