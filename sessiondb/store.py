@@ -454,16 +454,19 @@ class SessionStore:
             uuids = [r.uuid for r in rows if r.uuid is not None]
             if len(set(uuids)) != len(uuids):
                 raise InvalidInputError(f"session {index}: the same uuid appears twice")
-            values = self._session_values(
-                new.name,
-                new.model,
-                new.source,
-                new.cron_job_id,
-                new.system_prompt_override,
-                new.metadata,
-                _now(),
-                new.key,
-            )
+            try:
+                values = self._session_values(
+                    new.name,
+                    new.model,
+                    new.source,
+                    new.cron_job_id,
+                    new.system_prompt_override,
+                    new.metadata,
+                    _now(),
+                    new.key,
+                )
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"session {index}: {exc}") from None
             delta = HeadDelta.of(rows)
             values.update(
                 last_seq=len(rows),
