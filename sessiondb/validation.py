@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import reprlib
 from typing import Any
 
 from . import jsoncodec
-from .errors import InvalidInputError
+from .errors import InvalidInputError, shown
 from .jsoncodec import MAX_JSON_DEPTH
 
 
@@ -25,21 +24,6 @@ def column_text(value: Any, what: str, *, optional: bool = True) -> str | None:
     except UnicodeEncodeError as exc:
         raise InvalidInputError(f"{what} must not contain lone surrogates: {shown(value)}") from exc
     return value
-
-
-def shown(value: Any, chars: int = 80) -> str:
-    """``repr`` of ``value`` cut short: an error names a value without copying a huge
-    one, or recursing into a deep one (``repr`` of a list 2,000 levels deep raises)."""
-    if isinstance(value, str):
-        if len(value) <= chars:
-            return repr(value)
-        return f"{value[:chars]!r}… ({len(value)} characters)"
-    return _SHORT.repr(value)
-
-
-_SHORT = reprlib.Repr()
-_SHORT.maxlevel = 3
-_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 80
 
 
 # Bounds of a session's text fields, in characters. A name is shown in listings (a
@@ -79,7 +63,7 @@ def session_fields(
         InvalidInputError: a value is not storable or is over its bound; the message
             names the field.
     """
-    fields = {
+    fields: dict[str, str | None] = {
         "name": bounded_text(name, "name", MAX_NAME_CHARS),
         "model": bounded_text(model, "model", MAX_MODEL_CHARS),
         "cron_job_id": bounded_text(cron_job_id, "cron_job_id", MAX_CRON_JOB_ID_CHARS),
@@ -87,8 +71,9 @@ def session_fields(
         "metadata_json": None if metadata is None else to_json(metadata, "metadata"),
     }
     for field in ("system_prompt_override", "metadata_json"):
-        if fields[field] is not None:
-            check_record_size(fields[field], max_bytes, field.removesuffix("_json"))
+        text = fields[field]
+        if text is not None:
+            check_record_size(text, max_bytes, field.removesuffix("_json"))
     return fields
 
 
@@ -154,7 +139,7 @@ def strict_int(value: Any, what: str, *, minimum: int | None = None) -> int:
     low = -(2**63) if minimum is None else minimum
     if not low <= value < 2**63:
         bound = f">= {minimum} and " if minimum is not None else ""
-        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {value!r}")
+        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {shown(value)}")
     return value
 
 

@@ -14,7 +14,7 @@ import pytest
 import sql_helpers as sql
 from formats_helpers import claude_code_project
 
-from sessiondb import InvalidInputError, SessionStore, jsoncodec
+from sessiondb import InvalidInputError, SessionDBError, SessionStore, jsoncodec
 from sessiondb.formats.anthropic import from_anthropic, to_anthropic
 from sessiondb.formats.openai_chat import from_openai_chat, to_openai_chat
 from sessiondb.formats.openai_responses import to_openai_responses
@@ -252,6 +252,10 @@ async def test_huge_session_fields_are_refused_under_a_small_record_limit(
         with pytest.raises(InvalidInputError, match="name must be at most 1024 characters"):
             await rename
     assert (await small.get_session(sid)).name == "ok"
+    await small.append(sid, {"role": "user", "content": "hi"})
+    with pytest.raises(InvalidInputError, match=r"the tombstone is \d+ bytes as stored"):
+        await small.pop(sid, reason="r" * SMALL)  # pop checked no size before
+    assert len(await small.context(sid)) == 1
     # At the bounds: stored as given.
     info = await small.create_session(
         name="€" * MAX_NAME_CHARS,
@@ -305,3 +309,63 @@ async def test_an_imported_session_with_a_field_over_its_bound_is_a_failure(
     assert report.created == 1
     (info,) = (await store.list_sessions()).items
     assert info.name == "other" and kept.exists()
+
+
+# Each method and argument of SessionStore that takes a value from the caller.
+ARGUMENTS: list[tuple[str, str, dict[str, Any]]] = [
+    ("get_session", "session_id", {}),
+    ("records", "session_id", {}),
+    ("records", "kinds", {}),
+    ("records", "from_seq", {}),
+    ("context", "last", {}),
+    ("context_json", "last", {}),
+    ("append", "session_id", {"messages": []}),
+    ("append", "messages", {}),
+    ("append", "expected_seq", {"messages": []}),
+    ("append_compaction", "first_kept_seq", {"summary": "s"}),
+    ("append_compaction", "summary", {"first_kept_seq": 1}),
+    ("append_compaction", "read_files", {"summary": "s", "first_kept_seq": 1}),
+    ("append_prune", "seqs", {}),
+    ("append_prune", "marker", {"seqs": [1]}),
+    ("tombstone", "seq", {}),
+    ("tombstone", "reason", {"seq": 1}),
+    ("pop", "reason", {}),
+    ("rename", "name", {}),
+    ("fork", "at_seq", {}),
+    ("fork", "name", {}),
+    ("fork", "detach", {}),
+    ("delete_session", "cascade", {}),
+    ("list_sessions", "limit", {}),
+    ("list_sessions", "cursor", {}),
+    ("list_sessions", "source", {}),
+    ("list_sessions", "parent_id", {}),
+    ("create_session", "name", {}),
+    ("create_session", "source", {}),
+    ("create_session", "metadata", {}),
+    ("session_for_key", "key", {}),
+    ("import_sessions", "items", {}),
+    ("import_sessions", "batch_records", {"items": []}),
+]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("method", "argument", "others"), ARGUMENTS)
+async def test_every_argument_may_be_deep_or_huge(
+    small: SessionStore, method: str, argument: str, others: dict[str, Any]
+) -> None:
+    """A value 5,000 levels deep (``repr`` of it raises RecursionError) or of 10 MB is
+    refused with a SessionDBError whose message stays short."""
+    sid = (await small.create_session()).id
+    await small.append(sid, {"role": "user", "content": "hi"})
+    before = await _rows(small)
+    for value in (nested(5000), [nested(5000)], "€" * 10_000_000, list(range(1_000_000))):
+        kwargs = {**others, argument: value}
+        args = () if method in ("list_sessions", "create_session", "import_sessions") else (sid,)
+        if argument == "session_id":
+            args, kwargs = (value,), others
+        elif method == "session_for_key":
+            args, kwargs = (value,), {}
+        with pytest.raises(SessionDBError) as err:
+            await getattr(small, method)(*args, **kwargs)
+        assert len(str(err.value)) < 1000, (method, argument)
+    assert await _rows(small) == before

@@ -13,9 +13,8 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, shown
 from ..models import Message
 from ..validation import check_depth
 
@@ -52,10 +51,10 @@ def wire_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[dict[
             wire = model.to_wire()
         except ValidationError as exc:
             raise InvalidInputError(f"{where}: {exc.errors()[0]['msg']}") from exc
-        except PydanticSerializationError as exc:
-            # pydantic serialises about 250 levels: a message that deep is refused.
+        except ValueError as exc:  # PydanticSerializationError, UnicodeEncodeError, …
+            # pydantic serialises about 250 levels, and no key with a lone surrogate.
             check_depth(item if isinstance(item, Mapping) else model.__dict__, where)
-            raise InvalidInputError(f"{where}: cannot be serialised: {exc}") from exc
+            raise InvalidInputError(f"{where}: cannot be serialised: {exc}") from None
         check_depth(wire, where, _text_or_none(wire))
         out.append(wire)
     return out
@@ -106,7 +105,7 @@ def paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if role == "toolResult":
             if message.get("toolCallId") not in answered:
                 raise InvalidInputError(
-                    f"messages[{index}]: tool result {message.get('toolCallId')!r} answers "
+                    f"messages[{index}]: tool result {shown(message.get('toolCallId'))} answers "
                     "no tool call before it"
                 )
             continue
@@ -211,7 +210,7 @@ def count(value: Any, where: str) -> int:
     if value is None:
         return 0
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInputError(f"{where} must be a non-negative integer, got {value!r}")
+        raise InvalidInputError(f"{where} must be a non-negative integer, got {shown(value)}")
     return value
 
 
