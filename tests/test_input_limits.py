@@ -369,3 +369,27 @@ async def test_every_argument_may_be_deep_or_huge(
             await getattr(small, method)(*args, **kwargs)
         assert len(str(err.value)) < 1000, (method, argument)
     assert await _rows(small) == before
+
+
+async def test_a_summary_over_the_record_limit_is_the_summarizers_failure(
+    small: SessionStore,
+) -> None:
+    from compaction_helpers import tool_turn
+    from overlay_helpers import raw_records, session_with
+
+    from sessiondb import CompactionSettings, SummarizerError
+    from sessiondb.compaction import compact
+
+    sid = await session_with(small, [m for n in range(1, 7) for m in tool_turn(n, 200)])
+    before = await raw_records(small)
+
+    async def wordy(system: str, prompt: str, max_tokens: int) -> str:
+        return "word " * SMALL
+
+    settings = CompactionSettings(
+        keep_recent_tokens=300, context_window=4_000, reserve_tokens=1_000
+    )
+    # Not a ConflictError ("the session changed"): the summary is what was too big.
+    with pytest.raises(SummarizerError, match=rf"too long a summary: .* over .* {SMALL}"):
+        await compact(small, sid, wordy, settings)
+    assert await raw_records(small) == before
