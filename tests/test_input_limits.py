@@ -393,3 +393,36 @@ async def test_a_summary_over_the_record_limit_is_the_summarizers_failure(
     with pytest.raises(SummarizerError, match=rf"too long a summary: .* over .* {SMALL}"):
         await compact(small, sid, wordy, settings)
     assert await raw_records(small) == before
+
+
+async def test_deep_native_metadata_fails_its_session_and_the_rest_imports(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    folders = []
+    for name in ("deep metadata", "unreadable metadata", "fine"):
+        sid = (await store.create_session(name=name)).id
+        await store.append(sid, {"role": "user", "content": name})
+        (folder,) = {p.parent for p in await store.export_session(sid, out)}
+        folders.append(folder)
+        await store.delete_session(sid)
+    meta = json.loads((folders[0] / "metadata.json").read_text())
+    meta["metadata"] = {"a": nested(200)}
+    (folders[0] / "metadata.json").write_text(json.dumps(meta))
+    (folders[1] / "metadata.json").write_text("[" * 5000 + "]" * 5000)
+    report = await store.import_path(out)
+    failures = {f.path.parent if f.path.is_file() else f.path: f.reason for f in report.failures}
+    assert set(failures) == {folders[0], folders[1]}, failures
+    assert "metadata is nested more than 128 levels deep" in failures[folders[0]]
+    assert failures[folders[1]].endswith("metadata.json:1: cannot read metadata: nested too deeply")
+    assert report.created == 1
+    (info,) = (await store.list_sessions()).items
+    assert info.name == "fine"
+
+
+def test_a_deep_signature_text_is_not_parsed_into_a_recursion_error() -> None:
+    thinking = {"type": "thinking", "thinking": "t", "thinkingSignature": "{" * 5000}
+    request = to_openai_responses(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [thinking]}]
+    )
+    assert request.input[0]["role"] == "user"

@@ -161,6 +161,10 @@ def _read_session(folder: Path, strict: bool) -> ImportedSession:
     meta_path = folder / METADATA_FILE
     try:
         meta = json.loads(meta_path.read_bytes())
+    except RecursionError:
+        raise ImportFormatError(
+            str(meta_path), 1, "cannot read metadata: nested too deeply"
+        ) from None
     except (OSError, ValueError) as exc:
         raise ImportFormatError(str(meta_path), 1, f"cannot read metadata: {exc}") from exc
     if not isinstance(meta, dict) or not isinstance(meta.get("id"), str):

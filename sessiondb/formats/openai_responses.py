@@ -176,7 +176,7 @@ def _pi_reasoning(signature: Any) -> Any:
         return None
     try:
         return json.loads(signature)
-    except ValueError:
+    except (ValueError, RecursionError):  # broken, or too deep to parse
         return None
 
 
