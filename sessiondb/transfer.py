@@ -49,7 +49,13 @@ from . import jsoncodec
 from . import statements as q
 from .backends import IntegrityViolation
 from .config import DEFAULT_MAX_RECORD_BYTES
-from .errors import DatabaseError, InvalidInputError, InvalidSessionIdError, SessionDBError
+from .errors import (
+    DatabaseError,
+    InvalidInputError,
+    InvalidSessionIdError,
+    SessionDBError,
+    shown,
+)
 from .formats import BadLine, Format, ImportedRecord, ImportedSession, detect, get_format
 from .formats import _candidates as format_candidates
 from .formats.base import MAX_LINE_BYTES, splice
@@ -707,7 +713,9 @@ class _Rows:
                 row = _record(record, seq, self.base, where)
                 check_record_size(row.payload, self.max_bytes, where)
             except InvalidInputError as exc:
-                raise _Refused(str(exc)) from exc
+                # The uuid finds the line in the file (a record is not always one line).
+                known = f" (uuid {shown(record.uuid)})" if record.uuid is not None else ""
+                raise _Refused(f"{exc}{known}") from exc
             if row.uuid is not None:
                 if row.uuid in self.uuids:
                     raise _Refused(f"{where}: uuid {row.uuid!r} appears twice in the session")

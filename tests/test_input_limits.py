@@ -190,6 +190,7 @@ async def test_a_deep_claude_code_line_fails_its_session_and_the_tree_imports(
     (failure,) = report.failures
     assert failure.path == deep_file
     assert "record 5 (seq 5) is nested more than 128 levels deep" in failure.reason
+    assert failure.reason.endswith("(uuid 'proj-001-deep')")
     assert str(deep_file) in str(failure)
     assert await _rows(store) == (1, 4)
     (info,) = (await store.list_sessions()).items
