@@ -549,3 +549,66 @@ def test_provider_converters_take_deep_and_huge_values(big_value: Big, where: in
     for convert_back, response in responses:
         with contextlib.suppress(SessionDBError):
             convert_back(response)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_claude_code_tree_with_deep_and_huge_lines_imports_the_rest(
+    db_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A line holding a deep or huge value anywhere fails its session (or is a bad line);
+    import_path raises nothing, and the tree's other file is imported whole."""
+    from formats_helpers import claude_code_project
+
+    loop = asyncio.new_event_loop()
+    run: Callable[[Coroutine[Any, Any, Any]], Any] = loop.run_until_complete
+    store = run(SessionStore.connect(db_url, max_record_bytes=SMALL_RECORDS))
+    places = ("toolUseResult", "content", "block", "message", "line", "input")
+
+    @settings(
+        max_examples=BIG_EXAMPLES // 2,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(value=big, place=st.sampled_from(places))
+    @example(value=Big("deep", 600, (False, True)), place="toolUseResult")
+    def check(value: Big, place: str) -> None:
+        folder = tmp_path_factory.mktemp("cc")
+        stem = folder.name  # unique: each example's sessions are new
+        tree = claude_code_project(folder / stem, files=2, lines=2)
+        built = value.build()
+        line: Any = {
+            "type": "assistant",
+            "uuid": "hostile",
+            "parentUuid": f"{stem}-001-00001",
+            "sessionId": f"{stem}-001",
+            "timestamp": "2026-01-01T00:01:00Z",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+        }
+        if place == "toolUseResult":
+            line["toolUseResult"] = built
+        elif place == "content":
+            line["message"]["content"] = built
+        elif place == "block":
+            line["message"]["content"][0]["extra"] = built
+        elif place == "message":
+            line["message"] = built
+        elif place == "input":
+            block = {"type": "tool_use", "id": "t", "name": "n", "input": {"a": built}}
+            line["message"]["content"] = [block]
+        else:
+            line = built
+        with (tree / f"{stem}-001.jsonl").open("a") as out:
+            out.write(json.dumps(line) + "\n")
+        before = run(_counts(store))[0]
+        report = run(store.import_path(tree))
+        assert [f.path.name for f in report.failures] in ([], [f"{stem}-001.jsonl"])
+        assert run(_counts(store))[0] - before == report.created >= 1
+        for session_id in report.session_ids:
+            run(store.records(session_id))
+            run(store.context(session_id))
+
+    try:
+        check()
+    finally:
+        run(store.close())
+        loop.close()

@@ -276,7 +276,7 @@ def assistant_message(
     if usage_value is not None:
         wire["usage"] = usage_value
     # A response is JSON entering the store: the same nesting limit as an append.
-    check_depth(content, "response.content", _text_or_none({"c": content}))
+    check_depth(wire, "response", _text_or_none(wire))
     try:
         return Message.model_validate(wire)
     except ValidationError as exc:  # pragma: no cover - the readers build valid blocks
