@@ -301,6 +301,19 @@ class Big:
         return value
 
 
+def _json_text(big: Big) -> str:
+    """The JSON text of ``big``'s value, built without recursion (``json.dumps`` recurses,
+    orjson stops at 255 levels)."""
+    if big.kind != "deep":
+        return json.dumps(big.build())
+    opens, closes = [], []
+    for level in range(big.size):
+        is_list = big.kinds[level % len(big.kinds)]
+        opens.append("[" if is_list else '{"k":')
+        closes.append("]" if is_list else "}")
+    return "".join(reversed(opens)) + json.dumps(big.leaf) + "".join(closes)
+
+
 def _built(value: Any) -> Any:
     """``value`` with every :class:`Big` in it built (the rest is small and shallow)."""
     if isinstance(value, Big):
@@ -499,7 +512,7 @@ def test_provider_converters_take_deep_and_huge_values(big_value: Big, where: in
     for convert in (to_anthropic, to_openai_chat, to_openai_responses):
         with contextlib.suppress(SessionDBError):
             convert(messages)  # type: ignore[operator]
-    text = value if isinstance(value, str) else json.dumps(value) if where % 2 else "{}"
+    text = value if isinstance(value, str) else _json_text(big_value) if where % 2 else "{}"
     responses: list[tuple[Callable[[Any], Any], Any]] = [
         (
             from_anthropic,
@@ -575,7 +588,7 @@ def test_a_claude_code_tree_with_deep_and_huge_lines_imports_the_rest(
         folder = tmp_path_factory.mktemp("cc")
         stem = folder.name  # unique: each example's sessions are new
         tree = claude_code_project(folder / stem, files=2, lines=2)
-        built = value.build()
+        built = "@@big@@"  # its text goes in last: json.dumps would recurse into it
         line: Any = {
             "type": "assistant",
             "uuid": "hostile",
@@ -597,8 +610,9 @@ def test_a_claude_code_tree_with_deep_and_huge_lines_imports_the_rest(
             line["message"]["content"] = [block]
         else:
             line = built
+        text = json.dumps(line).replace('"@@big@@"', _json_text(value))
         with (tree / f"{stem}-001.jsonl").open("a") as out:
-            out.write(json.dumps(line) + "\n")
+            out.write(text + "\n")
         before = run(_counts(store))[0]
         report = run(store.import_path(tree))
         assert [f.path.name for f in report.failures] in ([], [f"{stem}-001.jsonl"])
@@ -612,3 +626,8 @@ def test_a_claude_code_tree_with_deep_and_huge_lines_imports_the_rest(
     finally:
         run(store.close())
         loop.close()
+
+
+@given(value=deep.filter(lambda b: b.size <= 200))
+def test_the_json_text_of_a_deep_value_is_its_json(value: Big) -> None:
+    assert json.loads(_json_text(value)) == value.build()
