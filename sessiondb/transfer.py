@@ -64,7 +64,7 @@ from .ids import check_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
 from .rows import HeadDelta, NewRecord, session_info
 from .tables import records, sessions
-from .validation import check_depth, check_record_size, column_text, session_fields, to_json
+from .validation import check_record_size, column_text, session_fields, to_json, too_deep
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -837,8 +837,8 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         text = splice(wire, record.splice) if record.splice and record.checked else None
         if text is None:
             text = _payload_text(wire, where)
-        else:
-            check_depth(wire, where, text)
+        elif jsoncodec.text_deeper_than(text) and jsoncodec.deeper_than(wire):
+            raise InvalidInputError(too_deep(where))
         if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
             raise InvalidInputError(
                 f"{where}: an object key is not a string or holds a lone surrogate"
@@ -920,7 +920,8 @@ def _payload_text(value: dict[str, Any], where: str) -> str:
     except (TypeError, orjson.JSONEncodeError):
         # A lone surrogate or a big integer (the exact path), or past 255 levels.
         return to_json(value, where)
-    check_depth(value, where, raw)
+    if jsoncodec.text_deeper_than(raw) and jsoncodec.deeper_than(value):
+        raise InvalidInputError(too_deep(where))
     return raw.decode()
 
 

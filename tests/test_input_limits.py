@@ -73,6 +73,14 @@ def test_depth_is_measured_without_recursion() -> None:
     text = json.dumps(nested(129))
     assert jsoncodec.text_deeper_than(text) and jsoncodec.text_deeper_than(text.encode())
     assert not jsoncodec.text_deeper_than(json.dumps(nested(128)))
+    # Text that is not ASCII is counted the other way; the answer is the same.
+    wide = json.dumps(nested(129, "é"), ensure_ascii=False)
+    assert not wide.isascii() and jsoncodec.text_deeper_than(wide)
+    assert jsoncodec.text_deeper_than(wide.encode())
+    assert not jsoncodec.text_deeper_than(json.dumps(nested(128, "é"), ensure_ascii=False))
+    # Brackets inside strings count too: a bound, then the walk decides.
+    assert jsoncodec.text_deeper_than(json.dumps(["[" * 200]))
+    assert not jsoncodec.deeper_than(["[" * 200])
 
 
 def test_the_other_walks_and_the_parser_do_not_recurse() -> None:
