@@ -79,8 +79,8 @@ def test_depth_is_measured_without_recursion() -> None:
     assert jsoncodec.text_deeper_than(wide.encode())
     assert not jsoncodec.text_deeper_than(json.dumps(nested(128, "é"), ensure_ascii=False))
     # Brackets inside strings count too: a bound, then the walk decides.
-    assert jsoncodec.text_deeper_than(json.dumps(["[" * 200]))
-    assert not jsoncodec.deeper_than(["[" * 200])
+    assert jsoncodec.text_deeper_than(json.dumps(["[" * 300]))
+    assert not jsoncodec.deeper_than(["[" * 300])
 
 
 def test_the_other_walks_and_the_parser_do_not_recurse() -> None:
