@@ -9,7 +9,24 @@ outcome is unknown is a :class:`DatabaseUnavailableError` that is not retryable)
 
 from __future__ import annotations
 
+import reprlib
 from datetime import datetime
+from typing import Any
+
+
+def shown(value: Any, chars: int = 80) -> str:
+    """``repr`` of ``value`` cut short: an error names a value without copying a huge
+    one, or recursing into a deep one (``repr`` of a list 2,000 levels deep raises)."""
+    if isinstance(value, str):
+        if len(value) <= chars:
+            return repr(value)
+        return f"{value[:chars]!r}… ({len(value)} characters)"
+    return _SHORT.repr(value)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel = 3
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 80
 
 
 class SessionDBError(Exception):
@@ -130,7 +147,7 @@ class InvalidSessionIdError(InvalidInputError):
 
     def __init__(self, value: object) -> None:
         super().__init__(
-            f"invalid session id {value!r}: expected a 26-character ULID "
+            f"invalid session id {shown(value)}: expected a 26-character ULID "
             "(Crockford base32, e.g. 01J9Z3K7Q8R2V5X4W6Y0A1B2C3)"
         )
         self.value = value

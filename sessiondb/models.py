@@ -23,9 +23,8 @@ from pydantic import (
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticSerializationError
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, shown
 
 _WIRE = ConfigDict(
     extra="allow",
@@ -334,7 +333,7 @@ def wire_message_error(data: Any) -> str | None:
         return f"expected an object, got {type(data).__name__}"
     role = data.get("role")
     if not isinstance(role, str) or role not in _ROLES:
-        return f"role must be one of user, assistant, toolResult; got {role!r}"
+        return f"role must be one of user, assistant, toolResult; got {shown(role)}"
     content = data.get("content")
     if isinstance(content, list):
         for i, block in enumerate(content):
@@ -383,8 +382,10 @@ def wire_message(
     elif isinstance(item, Message):
         try:
             wire = item.to_wire()
-        except PydanticSerializationError as exc:
-            raise InvalidInputError(f"{where}: cannot be stored as JSON: {exc}") from exc
+        except ValueError as exc:
+            # PydanticSerializationError; a plain ValueError past pydantic's ~250 levels;
+            # UnicodeEncodeError for a key holding a lone surrogate.
+            raise InvalidInputError(f"{where}: cannot be stored as JSON: {exc}") from None
     elif isinstance(item, Mapping):
         wire = item if isinstance(item, dict) else dict(item)
     else:
@@ -426,10 +427,10 @@ def _usage_error(usage: Any) -> str | None:
     for key in _USAGE_INTS:
         value = usage.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool):
-            return f"usage.{key} must be an integer, got {value!r}"
+            return f"usage.{key} must be an integer, got {shown(value)}"
     total = usage.get("totalTokens")
     if total is not None and (not isinstance(total, int) or isinstance(total, bool)):
-        return f"usage.totalTokens must be an integer, got {total!r}"
+        return f"usage.totalTokens must be an integer, got {shown(total)}"
     cost = usage.get("cost")
     if cost is not None and not isinstance(cost, dict):
         return f"usage.cost must be an object, got {type(cost).__name__}"

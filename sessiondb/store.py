@@ -49,6 +49,7 @@ from .errors import (
     RecordNotFoundError,
     SeqConflictError,
     SessionNotFoundError,
+    shown,
 )
 from .ids import check_session_id, new_session_id
 from .models import (
@@ -73,7 +74,16 @@ from .rows import (
 from .tables import records, sessions
 from .transfer import ImportProgress, ImportReport
 from .turns import Turn
-from .validation import check_record_size, column_text, session_key, strict_int, to_json
+from .validation import (
+    MAX_NAME_CHARS,
+    bounded_text,
+    check_record_size,
+    column_text,
+    session_fields,
+    session_key,
+    strict_int,
+    to_json,
+)
 
 T = TypeVar("T")
 
@@ -378,7 +388,7 @@ class SessionStore:
         key: str | None = None,
     ) -> dict[str, Any]:
         if source not in ("interactive", "cron"):
-            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {source!r}")
+            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {shown(source)}")
         if source == "interactive" and cron_job_id is not None:
             raise InvalidInputError("cron_job_id is only for source='cron'")
         if metadata is not None and not isinstance(metadata, Mapping):
@@ -387,14 +397,17 @@ class SessionStore:
         return {
             "id": new_session_id(),
             "namespace": self.namespace,
-            "name": column_text(name, "name"),
             "created_at": now,
             "last_message_at": now,
-            "model": column_text(model, "model"),
             "source": source,
-            "cron_job_id": column_text(cron_job_id, "cron_job_id"),
-            "system_prompt_override": column_text(system_prompt_override, "system_prompt_override"),
-            "metadata_json": to_json(dict(metadata), "metadata") if metadata is not None else None,
+            **session_fields(
+                name,
+                model,
+                cron_job_id,
+                system_prompt_override,
+                None if metadata is None else dict(metadata),
+                self._max_record_bytes,
+            ),
             **_ZERO_HEAD,
             "parent_id": None,
             "fork_seq": None,
@@ -450,16 +463,19 @@ class SessionStore:
             uuids = [r.uuid for r in rows if r.uuid is not None]
             if len(set(uuids)) != len(uuids):
                 raise InvalidInputError(f"session {index}: the same uuid appears twice")
-            values = self._session_values(
-                new.name,
-                new.model,
-                new.source,
-                new.cron_job_id,
-                new.system_prompt_override,
-                new.metadata,
-                _now(),
-                new.key,
-            )
+            try:
+                values = self._session_values(
+                    new.name,
+                    new.model,
+                    new.source,
+                    new.cron_job_id,
+                    new.system_prompt_override,
+                    new.metadata,
+                    _now(),
+                    new.key,
+                )
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"session {index}: {exc}") from None
             delta = HeadDelta.of(rows)
             values.update(
                 last_seq=len(rows),
@@ -545,9 +561,11 @@ class SessionStore:
             parent_id: only the direct forks of this session.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise InvalidInputError(f"limit must be an integer in 1..{MAX_PAGE}, got {limit!r}")
+            raise InvalidInputError(
+                f"limit must be an integer in 1..{MAX_PAGE}, got {shown(limit)}"
+            )
         if source is not None and source not in ("interactive", "cron"):
-            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {source!r}")
+            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {shown(source)}")
         if parent_id is not None:
             check_session_id(parent_id)
         after = cursors.decode(cursor) if cursor is not None else None
@@ -590,7 +608,7 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        value = column_text(name, "name", optional=False)
+        value = bounded_text(name, "name", MAX_NAME_CHARS, optional=False)
         assert value is not None
         if not await self._backend.execute(q.rename(session_id, self.namespace, value)):
             raise SessionNotFoundError(session_id, self.namespace)
@@ -892,7 +910,7 @@ class SessionStore:
         if last is None:
             bound = q.context(session_id, self.namespace, self._flavour)
         elif isinstance(last, bool) or not isinstance(last, int) or not 0 <= last < 2**63:
-            raise InvalidInputError(f"last must be a non-negative int or None, got {last!r}")
+            raise InvalidInputError(f"last must be a non-negative int or None, got {shown(last)}")
         else:
             bound = q.context_tail(session_id, self.namespace, self._flavour, last)
         rows = await self._backend.fetch(bound)
@@ -934,7 +952,7 @@ class SessionStore:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
             ):
-                raise InvalidInputError(f"{name} must be an int in 0..2**63-1, got {value!r}")
+                raise InvalidInputError(f"{name} must be an int in 0..2**63-1, got {shown(value)}")
         _check_bool(include_tombstoned, "include_tombstoned")
         _check_bool(include_superseded, "include_superseded")
         if kind_filter == ():
@@ -983,12 +1001,12 @@ class SessionStore:
             or not 1 <= first_kept_seq < 2**63
         ):
             raise InvalidInputError(
-                f"first_kept_seq must be a positive int, got {first_kept_seq!r}"
+                f"first_kept_seq must be a positive int, got {shown(first_kept_seq)}"
             )
         _check_expected_seq(expected_seq)
         for name, files in (("read_files", read_files), ("modified_files", modified_files)):
             if isinstance(files, str | bytes) or not isinstance(files, Iterable):
-                raise InvalidInputError(f"{name} must be a list of paths, got {files!r}")
+                raise InvalidInputError(f"{name} must be a list of paths, got {shown(files)}")
         try:
             compaction = Compaction(
                 summary=summary,
@@ -997,8 +1015,10 @@ class SessionStore:
                 read_files=list(read_files),
                 modified_files=list(modified_files),
             )
-        except (ValidationError, TypeError) as exc:
-            raise InvalidInputError(f"compaction: {exc}") from exc
+        except ValidationError as exc:
+            raise InvalidInputError(f"compaction: {_first_error(exc)}") from None
+        except TypeError as exc:
+            raise InvalidInputError(f"compaction: {exc}") from None
         row = NewRecord(
             kind="compaction",
             payload=to_json(compaction.to_wire(), "compaction"),
@@ -1055,14 +1075,14 @@ class SessionStore:
         check_session_id(session_id)
         chosen = _prune_seqs(seqs)
         if not isinstance(marker, str) or not marker.strip():
-            raise InvalidInputError(f"marker must be a non-empty string, got {marker!r}")
+            raise InvalidInputError(f"marker must be a non-empty string, got {shown(marker)}")
         if (
             isinstance(tokens_freed, bool)
             or not isinstance(tokens_freed, int)
             or not 0 <= tokens_freed < 2**63
         ):
             raise InvalidInputError(
-                f"tokens_freed must be a non-negative int, got {tokens_freed!r}"
+                f"tokens_freed must be a non-negative int, got {shown(tokens_freed)}"
             )
         _check_expected_seq(expected_seq)
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
@@ -1119,7 +1139,7 @@ class SessionStore:
         """
         check_session_id(session_id)
         if not isinstance(seq, int) or isinstance(seq, bool) or not -(2**63) <= seq < 2**63:
-            raise InvalidInputError(f"seq must be a 64-bit int, got {seq!r}")
+            raise InvalidInputError(f"seq must be a 64-bit int, got {shown(seq)}")
         reason = column_text(reason, "reason")
 
         async def unit(tx: Transaction) -> list[Record]:
@@ -1185,6 +1205,7 @@ class SessionStore:
                 taken = await self._lineage_rows(tx, session_id, from_seq=seq, to_seq=seq)
                 wire = Tombstone(target_seq=seq, reason=reason).to_wire()
                 row = NewRecord(kind="tombstone", payload=jsoncodec.dumps(wire), target_seq=seq)
+                check_record_size(row.payload, self._max_record_bytes, "the tombstone")
                 await self._append_in(tx, session_id, [row], None, [])
             elif tail.compaction is not None and _has_summary(tail.compaction):
                 # The live compactions; the last is the one in force.
@@ -1380,8 +1401,8 @@ class SessionStore:
         """
         check_session_id(session_id)
         if at_seq is not None and (not isinstance(at_seq, int) or isinstance(at_seq, bool)):
-            raise InvalidInputError(f"at_seq must be an int or None, got {at_seq!r}")
-        name = column_text(name, "name")
+            raise InvalidInputError(f"at_seq must be an int or None, got {shown(at_seq)}")
+        name = bounded_text(name, "name", MAX_NAME_CHARS)
         _check_bool(detach, "detach")
         child_id = new_session_id()
         now = _now()
@@ -1395,7 +1416,8 @@ class SessionStore:
             point = head if at_seq is None else at_seq
             if not 0 <= point <= head:
                 raise InvalidInputError(
-                    f"at_seq must be an int in 0..{head} (the head of {session_id}), got {at_seq!r}"
+                    f"at_seq must be an int in 0..{head} (the head of {session_id}), "
+                    f"got {shown(at_seq)}"
                 )
             if point < head and await self._splits_pair(tx, session_id, point):
                 raise InvalidInputError(
@@ -1547,7 +1569,7 @@ def _first_error(exc: ValidationError) -> str:
 
 def _check_bool(value: object, name: str) -> None:
     if not isinstance(value, bool):
-        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+        raise InvalidInputError(f"{name} must be True or False, got {shown(value)}")
 
 
 def _check_expected_seq(expected_seq: object) -> None:
@@ -1555,7 +1577,9 @@ def _check_expected_seq(expected_seq: object) -> None:
     if expected_seq is not None and (
         isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
     ):
-        raise InvalidInputError(f"expected_seq must be a non-negative int, got {expected_seq!r}")
+        raise InvalidInputError(
+            f"expected_seq must be a non-negative int, got {shown(expected_seq)}"
+        )
 
 
 def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -1564,12 +1588,14 @@ def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:
         return None
     if isinstance(kinds, str | bytes) or not isinstance(kinds, Iterable):
         raise InvalidInputError(
-            f"kinds must be a list of kind names ({', '.join(KINDS)}), got {kinds!r}"
+            f"kinds must be a list of kind names ({', '.join(KINDS)}), got {shown(kinds)}"
         )
     chosen = []
     for kind in kinds:
         if not isinstance(kind, str) or kind not in KINDS:
-            raise InvalidInputError(f"unknown record kind {kind!r}; kinds are {', '.join(KINDS)}")
+            raise InvalidInputError(
+                f"unknown record kind {shown(kind)}; kinds are {', '.join(KINDS)}"
+            )
         chosen.append(kind)
     # Sorted and unique: one cached statement per set of kinds.
     return tuple(sorted(set(chosen)))
@@ -1585,7 +1611,7 @@ def _prune_seqs(seqs: Sequence[int]) -> list[int]:
         raise InvalidInputError(f"at most {MAX_PRUNE_SEQS} seqs per prune, got {len(seqs)}")
     for seq in seqs:
         if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**63:
-            raise InvalidInputError(f"each seq must be a positive 64-bit int, got {seq!r}")
+            raise InvalidInputError(f"each seq must be a positive 64-bit int, got {shown(seq)}")
     if len(set(seqs)) != len(seqs):
         raise InvalidInputError("the same seq appears twice in seqs")
     return sorted(seqs)

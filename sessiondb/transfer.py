@@ -60,7 +60,12 @@ from . import jsoncodec
 from . import statements as q
 from .backends import IntegrityViolation
 from .config import DEFAULT_MAX_RECORD_BYTES
-from .errors import DatabaseError, InvalidInputError, SessionDBError
+from .errors import (
+    DatabaseError,
+    InvalidInputError,
+    SessionDBError,
+    shown,
+)
 from .formats import (
     BAD_LINES_KEPT,
     BadLine,
@@ -80,7 +85,7 @@ from .ids import derived_session_id
 from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
 from .rows import HeadDelta, NewRecord, session_info
 from .tables import records, sessions
-from .validation import check_record_size, column_text, to_json
+from .validation import check_record_size, column_text, session_fields, to_json, too_deep
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -779,7 +784,9 @@ class _Rows:
                 row = _record(record, seq, self.base, where)
                 check_record_size(row.payload, self.max_bytes, where)
             except InvalidInputError as exc:
-                raise _Refused(str(exc)) from exc
+                # The uuid finds the line in the file (a record is not always one line).
+                known = f" (uuid {shown(record.uuid)})" if record.uuid is not None else ""
+                raise _Refused(f"{exc}{known}") from exc
             if row.uuid is not None:
                 if row.uuid in self.uuids:
                     raise _Refused(f"{where}: uuid {row.uuid!r} appears twice in the session")
@@ -835,18 +842,17 @@ class _Rows:
             values: dict[str, Any] = {
                 "id": self.session_id,
                 "namespace": self.namespace,
-                "name": column_text(details.name, "name") or self.name,
                 "created_at": _no_later(self.created_at, self.stored_at),
                 "last_message_at": _no_later(self.last_message_at, self.stored_at),
-                "model": column_text(details.model, "model"),
                 "source": details.source,
-                "cron_job_id": column_text(details.cron_job_id, "cron_job_id"),
-                "system_prompt_override": column_text(
-                    details.system_prompt_override, "system_prompt_override"
+                **session_fields(
+                    details.name,
+                    details.model,
+                    details.cron_job_id,
+                    details.system_prompt_override,
+                    details.metadata or None,
+                    self.max_bytes,
                 ),
-                "metadata_json": to_json(details.metadata, "metadata")
-                if details.metadata
-                else None,
                 "last_seq": self.last_seq,
                 "message_count": self.inherited + self.messages,
                 "input_tokens": self.tokens[0],
@@ -862,6 +868,7 @@ class _Rows:
             }
         except InvalidInputError as exc:
             raise _Refused(str(exc)) from exc
+        values["name"] = values["name"] or self.name
         return tuple(values[c] for c in q.SESSION_COLUMN_NAMES)
 
     def prepared(self, rows: list[tuple[Any, ...]]) -> _Prepared:
@@ -906,6 +913,8 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         text = splice(wire, record.splice) if record.splice and record.checked else None
         if text is None:
             text = _payload_text(wire, where)
+        elif jsoncodec.text_deeper_than(text) and jsoncodec.deeper_than(wire):
+            raise InvalidInputError(too_deep(where))
         if jsoncodec.is_exact_path(text) and jsoncodec.has_surrogate_key(wire):
             raise InvalidInputError(
                 f"{where}: an object key is not a string or holds a lone surrogate"
@@ -926,10 +935,11 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         if not 1 <= first_kept <= seq:
             raise InvalidInputError(f"{where}: first kept seq {first_kept} is not in 1..{seq}")
         wire = {**payload, "firstKeptSeq": first_kept}
+        text = to_json(wire, where)  # first: it refuses a value nested too deep
         _check(Compaction, wire, where)
         return NewRecord(
             kind="compaction",
-            payload=to_json(wire, where),
+            payload=text,
             uuid=uuid,
             parent_uuid=_column(record.parent_uuid),
             first_kept_seq=first_kept,
@@ -941,21 +951,23 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         if not 1 <= target < seq:
             raise InvalidInputError(f"{where}: target seq {target} is not in 1..{seq - 1}")
         wire = {**payload, "targetSeq": target}
+        text = to_json(wire, where)
         _check(Tombstone, wire, where)
         return NewRecord(
             kind="tombstone",
-            payload=to_json(wire, where),
+            payload=text,
             uuid=uuid,
             parent_uuid=_column(record.parent_uuid),
             target_seq=target,
         )
     if record.kind == "prune":
+        text = to_json(payload, where)
         _check(Prune, payload, where)
         if not all(1 <= s < seq for s in payload["seqs"]):
             raise InvalidInputError(f"{where}: a prune names seqs outside 1..{seq - 1}")
         return NewRecord(
             kind="prune",
-            payload=to_json(payload, where),
+            payload=text,
             uuid=uuid,
             parent_uuid=_column(record.parent_uuid),
         )
@@ -972,11 +984,21 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
 def _payload_text(value: dict[str, Any], where: str) -> str:
     """:func:`to_json` for a value a reader parsed from JSON (a message, an entry's
     line), which holds no NaN or infinity: orjson's text without the walk that looks for
-    them (every Claude Code line holds a null, so it ran on every line)."""
+    them (every Claude Code line holds a null, so it ran on every line). Its depth is
+    checked as :func:`to_json` checks it: walked only when the text has enough brackets.
+
+    Raises:
+        InvalidInputError: the value is nested past ``MAX_JSON_DEPTH`` (a line parsed
+            fine, orjson reads 1,024 levels), or cannot be stored.
+    """
     try:
-        return orjson.dumps(value).decode()
+        raw = orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError):
-        return to_json(value, where)  # a lone surrogate or a big integer: the exact path
+        # A lone surrogate or a big integer (the exact path), or past 255 levels.
+        return to_json(value, where)
+    if jsoncodec.text_deeper_than(raw) and jsoncodec.deeper_than(value):
+        raise InvalidInputError(too_deep(where))
+    return raw.decode()
 
 
 def _check(

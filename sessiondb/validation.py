@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import jsoncodec
-from .errors import InvalidInputError
+from .errors import InvalidInputError, shown
+from .jsoncodec import MAX_JSON_DEPTH
 
 
 def column_text(value: Any, what: str, *, optional: bool = True) -> str | None:
@@ -17,12 +18,63 @@ def column_text(value: Any, what: str, *, optional: bool = True) -> str | None:
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
     if "\x00" in value:
-        raise InvalidInputError(f"{what} must not contain NUL characters: {value!r}")
+        raise InvalidInputError(f"{what} must not contain NUL characters: {shown(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{what} must not contain lone surrogates: {value!r}") from exc
+        raise InvalidInputError(f"{what} must not contain lone surrogates: {shown(value)}") from exc
     return value
+
+
+# Bounds of a session's text fields, in characters. A name is shown in listings (a
+# derived one is 50 characters); a model is an id like "claude-sonnet-4-5-20250929"; a
+# cron job id is the caller's job name. Generous beside any real value, and small enough
+# that a page of 1,000 sessions stays a few MB. ``source`` is one of two words;
+# ``system_prompt_override`` and ``metadata`` are bounded by the store's
+# ``max_record_bytes`` (UTF-8 bytes of the stored text), like a record.
+MAX_NAME_CHARS = 1024
+MAX_MODEL_CHARS = 256
+MAX_CRON_JOB_ID_CHARS = 256
+
+
+def bounded_text(value: Any, what: str, limit: int, *, optional: bool = True) -> str | None:
+    """:func:`column_text` of at most ``limit`` characters."""
+    text = column_text(value, what, optional=optional)
+    if text is not None and len(text) > limit:
+        raise InvalidInputError(
+            f"{what} must be at most {limit} characters, got {len(text)}: {shown(text, 40)}"
+        )
+    return text
+
+
+def session_fields(
+    name: Any,
+    model: Any,
+    cron_job_id: Any,
+    system_prompt_override: Any,
+    metadata: Any,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """The checked text columns of a session row: ``name``, ``model``, ``cron_job_id``,
+    ``system_prompt_override`` and ``metadata_json`` (``metadata`` as JSON text, or
+    ``None``), each within its bound.
+
+    Raises:
+        InvalidInputError: a value is not storable or is over its bound; the message
+            names the field.
+    """
+    fields: dict[str, str | None] = {
+        "name": bounded_text(name, "name", MAX_NAME_CHARS),
+        "model": bounded_text(model, "model", MAX_MODEL_CHARS),
+        "cron_job_id": bounded_text(cron_job_id, "cron_job_id", MAX_CRON_JOB_ID_CHARS),
+        "system_prompt_override": column_text(system_prompt_override, "system_prompt_override"),
+        "metadata_json": None if metadata is None else to_json(metadata, "metadata"),
+    }
+    for field in ("system_prompt_override", "metadata_json"):
+        text = fields[field]
+        if text is not None:
+            check_record_size(text, max_bytes, field.removesuffix("_json"))
+    return fields
 
 
 # A key is the caller's own address for a session. 512 characters, and at most 1,536
@@ -51,21 +103,43 @@ def session_key(value: Any) -> str:
 def to_json(value: Any, what: str) -> str:
     """JSON text for a payload; a value JSON cannot hold (a set, a tuple key) is bad input."""
     try:
-        return jsoncodec.dumps(value)
+        return jsoncodec.dumps(value, max_depth=MAX_JSON_DEPTH)
+    except jsoncodec.TooDeepError:
+        raise InvalidInputError(too_deep(what)) from None
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"{what} cannot be stored as JSON: {exc}") from exc
     except RecursionError:
-        raise InvalidInputError(f"{what} is nested too deeply to store") from None
+        raise InvalidInputError(too_deep(what)) from None
+
+
+def too_deep(what: str) -> str:
+    """The message for a value nested past :data:`MAX_JSON_DEPTH`."""
+    return f"{what} is nested more than {MAX_JSON_DEPTH} levels deep (arrays and objects)"
+
+
+def check_depth(value: Any, what: str, text: str | bytes | None = None) -> None:
+    """Refuse ``value`` if it nests arrays and objects past :data:`MAX_JSON_DEPTH`.
+
+    ``text``: the value's JSON text, if at hand; when it holds too few ``[`` and ``{``
+    to be that deep, the value is not walked.
+
+    Raises:
+        InvalidInputError: the value is too deep; the message names ``what``.
+    """
+    if text is not None and not jsoncodec.text_deeper_than(text):
+        return
+    if jsoncodec.deeper_than(value):
+        raise InvalidInputError(too_deep(what))
 
 
 def strict_int(value: Any, what: str, *, minimum: int | None = None) -> int:
     """An int (not a bool) within 64 bits and at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{what} must be an int, got {value!r}")
+        raise InvalidInputError(f"{what} must be an int, got {shown(value)}")
     low = -(2**63) if minimum is None else minimum
     if not low <= value < 2**63:
         bound = f">= {minimum} and " if minimum is not None else ""
-        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {value!r}")
+        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {shown(value)}")
     return value
 
 

@@ -20,6 +20,7 @@ from ..errors import (
     SummarizerError,
 )
 from ..models import Compaction, Message, Prune, Record
+from ..validation import check_record_size
 from .files import format_file_ops
 from .plan import CompactionPlan, plan_compaction
 from .prompts import SPLIT_TURN_HEADING, SYSTEM_PROMPT, build_prompt
@@ -271,6 +272,7 @@ async def compact(
     files = format_file_ops(the_plan.file_ops)
     if files:
         summary = summary + "\n\n" + files
+    _check_summary_size(summary, store.settings.max_record_bytes)
     await _check_no_new_compaction(store, session_id, snapshot)
     try:
         record = await store.append_compaction(
@@ -662,6 +664,15 @@ async def _call(summarizer: Summarizer, prompt: str, max_tokens: int) -> str:
     if not isinstance(text, str) or not text.strip():
         raise SummarizerError(f"the summarizer returned no summary ({text!r:.80})")
     return text.strip()
+
+
+def _check_summary_size(summary: str, limit: int) -> None:
+    """A summary the compaction record could not hold is the summarizer's failure, not
+    a change of the session (``append_compaction`` would refuse it as bad input)."""
+    try:
+        check_record_size(summary, limit, "the summary")
+    except InvalidInputError as exc:
+        raise SummarizerError(f"the summarizer returned too long a summary: {exc}") from None
 
 
 async def _check_no_new_compaction(

@@ -11,10 +11,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, shown
 from ..models import Message
+from ..validation import check_depth
 
 #: The text of the error result that stands in for a tool call with no stored result
 #: (the agent stopped between the call and its result): every API refuses a call
@@ -39,18 +41,31 @@ def wire_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[dict[
         )
     out: list[dict[str, Any]] = []
     for index, item in enumerate(messages):
-        if isinstance(item, Message):
-            out.append(item.to_wire())
-            continue
-        if not isinstance(item, Mapping):
+        where = f"messages[{index}]"
+        if not isinstance(item, Message | Mapping):
             raise InvalidInputError(
-                f"messages[{index}]: expected a Message or a dict, got {type(item).__name__}"
+                f"{where}: expected a Message or a dict, got {type(item).__name__}"
             )
         try:
-            out.append(Message.model_validate(dict(item)).to_wire())
+            model = item if isinstance(item, Message) else Message.model_validate(dict(item))
+            wire = model.to_wire()
         except ValidationError as exc:
-            raise InvalidInputError(f"messages[{index}]: {exc.errors()[0]['msg']}") from exc
+            raise InvalidInputError(f"{where}: {exc.errors()[0]['msg']}") from exc
+        except ValueError as exc:  # PydanticSerializationError, UnicodeEncodeError, …
+            # pydantic serialises about 250 levels, and no key with a lone surrogate.
+            check_depth(item if isinstance(item, Mapping) else model.__dict__, where)
+            raise InvalidInputError(f"{where}: cannot be serialised: {exc}") from None
+        check_depth(wire, where, _text_or_none(wire))
+        out.append(wire)
     return out
+
+
+def _text_or_none(wire: dict[str, Any]) -> bytes | None:
+    """orjson's text of ``wire`` (to count its brackets), ``None`` where orjson refuses."""
+    try:
+        return orjson.dumps(wire)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
 
 
 def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -90,7 +105,7 @@ def paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if role == "toolResult":
             if message.get("toolCallId") not in answered:
                 raise InvalidInputError(
-                    f"messages[{index}]: tool result {message.get('toolCallId')!r} answers "
+                    f"messages[{index}]: tool result {shown(message.get('toolCallId'))} answers "
                     "no tool call before it"
                 )
             continue
@@ -126,7 +141,7 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     the text is kept so the call goes back to the API as it came)."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # broken, or too deep to parse
         return {}, text
     if not isinstance(value, dict):
         return {}, text
@@ -195,7 +210,7 @@ def count(value: Any, where: str) -> int:
     if value is None:
         return 0
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInputError(f"{where} must be a non-negative integer, got {value!r}")
+        raise InvalidInputError(f"{where} must be a non-negative integer, got {shown(value)}")
     return value
 
 
@@ -260,6 +275,8 @@ def assistant_message(
         wire["stopReason"] = stop_reason
     if usage_value is not None:
         wire["usage"] = usage_value
+    # A response is JSON entering the store: the same nesting limit as an append.
+    check_depth(wire, "response", _text_or_none(wire))
     try:
         return Message.model_validate(wire)
     except ValidationError as exc:  # pragma: no cover - the readers build valid blocks

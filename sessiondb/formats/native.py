@@ -196,6 +196,10 @@ def _read_session(folder: Path, strict: bool) -> ImportedSession:
         if len(data) > limit:
             raise ValueError(f"over {limit} bytes, the store's max_record_bytes")
         meta = json.loads(data)
+    except RecursionError:
+        raise ImportFormatError(
+            str(meta_path), 1, "cannot read metadata: nested too deeply"
+        ) from None
     except (OSError, ValueError) as exc:
         raise ImportFormatError(str(meta_path), 1, f"cannot read metadata: {exc}") from exc
     if not isinstance(meta, dict) or not isinstance(meta.get("id"), str):

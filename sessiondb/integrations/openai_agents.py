@@ -385,7 +385,7 @@ def _arguments(item: dict[str, Any]) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
             parsed = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # broken, or too deep to parse
             return {"arguments": raw}
         return parsed if isinstance(parsed, dict) else {"arguments": parsed}
     return {k: item[k] for k in ("input", "action", "arguments") if k in item}
