@@ -19,7 +19,8 @@ from typing import Any
 MB = 1024 * 1024
 
 
-def _line(uuid: str, parent: str | None, role: str, text: str) -> bytes:
+def cc_line(uuid: str, parent: str | None, role: str, text: str) -> bytes:
+    """One Claude Code line (with its newline) of a ``role`` message holding ``text``."""
     value = {
         "type": role,
         "uuid": uuid,
@@ -35,14 +36,14 @@ def huge_line_file(path: Path, megabytes: int) -> Path:
     """A Claude Code file: a user line, an assistant line of ``megabytes`` MB (written a
     megabyte at a time), a user line."""
     with path.open("wb") as out:
-        out.write(_line("u1", None, "user", "hello"))
-        head = _line("a1", "u1", "assistant", "")
+        out.write(cc_line("u1", None, "user", "hello"))
+        head = cc_line("a1", "u1", "assistant", "")
         out.write(head[: head.index(b'"content": ""') + len(b'"content": "')])
         chunk = b"y" * MB
         for _ in range(megabytes):
             out.write(chunk)
         out.write(b'"}}\n')
-        out.write(_line("u2", "u1", "user", "bye"))
+        out.write(cc_line("u2", "u1", "user", "bye"))
     return path
 
 
@@ -50,7 +51,9 @@ def bad_lines_file(path: Path, count: int) -> Path:
     """A Claude Code file: a user line, then ``count`` lines that are not JSON (written
     in one go), then a user line."""
     path.write_bytes(
-        _line("u1", None, "user", "hello") + b"{oops\n" * count + _line("u2", "u1", "user", "bye")
+        cc_line("u1", None, "user", "hello")
+        + b"{oops\n" * count
+        + cc_line("u2", "u1", "user", "bye")
     )
     return path
 

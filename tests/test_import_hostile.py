@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import sql_helpers as sql
-from import_memory_probe import bad_lines_file, huge_line_file
+from import_memory_probe import bad_lines_file, cc_line, huge_line_file
 
 import sessiondb
 from sessiondb import ImportFormatError, InvalidInputError, SessionStore
@@ -64,16 +64,7 @@ def no_hang() -> Iterator[None]:
 
 
 def line(uuid: str, parent: str | None, role: str, text: str) -> str:
-    return json.dumps(
-        {
-            "type": role,
-            "uuid": uuid,
-            "parentUuid": parent,
-            "sessionId": "s",
-            "timestamp": "2026-01-01T00:00:00.000Z",
-            "message": {"role": role, "content": text},
-        }
-    )
+    return cc_line(uuid, parent, role, text).decode().rstrip("\n")
 
 
 def session_file(path: Path, *texts: str) -> Path:
