@@ -23,6 +23,7 @@ from urllib.parse import unquote
 from . import compaction, retention, transfer
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
+from .formats import FORMATS
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
 from .store import SessionStore
 from .terminal import json_for_terminal, shown
@@ -485,7 +486,10 @@ def _add_transfer_commands(commands: Any) -> None:
     imp = commands.add_parser("import", help="import session files (formats detected)")
     imp.add_argument("paths", nargs="+", metavar="PATH", help="files, session directories, trees")
     imp.add_argument(
-        "--format", default="auto", help="auto (default), native, claude-code, pi or noumen"
+        "--format",
+        default="auto",
+        choices=["auto", *FORMATS],
+        help="a file format, or auto (the default) to detect each file's own",
     )
     imp.add_argument(
         "--strict", action="store_true", help="a bad line fails its file (default: keep it)"
@@ -503,7 +507,10 @@ def _add_transfer_commands(commands: Any) -> None:
     which.add_argument("--all", action="store_true", help="every session of the namespace")
     exp.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
     exp.add_argument(
-        "--format", default="native", help="native (default), claude-code, pi or noumen"
+        "--format",
+        default="native",
+        choices=list(FORMATS),
+        help="the file format to write (default: native)",
     )
     exp.set_defaults(handler=_export)
 

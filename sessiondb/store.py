@@ -1283,8 +1283,8 @@ class SessionStore:
     async def export_session(
         self, session_id: str, out_dir: str | Path, format: str = "native"
     ) -> list[Path]:
-        """Write one session as ``format``'s file(s) under ``out_dir`` (``native``,
-        ``claude-code`` or ``pi``); returns the paths written."""
+        """Write one session as ``format``'s file(s) under ``out_dir`` (a name of
+        :data:`sessiondb.formats.FORMATS`); returns the paths written."""
         return await transfer.export_session(self, session_id, out_dir, format)
 
     async def export_all(

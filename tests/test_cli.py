@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from sessiondb import SessionStore
-from sessiondb.cli import main
+from sessiondb.cli import build_parser, main
+from sessiondb.formats import FORMATS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -177,3 +178,17 @@ def test_quickstart_runs_on_the_default_sqlite_file(tmp_path: Path) -> None:
     assert (tmp_path / "sessiondb.sqlite3").exists()
     assert "toolResult: Buy milk. / Call Ada about the demo." in done.stdout
     assert "read({'path': 'notes.txt'})" in done.stdout
+
+
+@pytest.mark.parametrize("command", ["import", "export"])
+def test_format_choices_come_from_the_registry(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI offers exactly the registered file formats (and auto, to import)."""
+    argv = [command, "--format", "nope", "x"] + (["--out", "o"] if command == "export" else [])
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    choices = ["auto", *FORMATS] if command == "import" else list(FORMATS)
+    expected = ", ".join(repr(name) for name in choices)
+    assert f"invalid choice: 'nope' (choose from {expected})" in capsys.readouterr().err
