@@ -350,8 +350,14 @@ class ReferenceModel:
             record = ModelRecord(session.id, session.last_seq, kind, payload, uuid)
             session.own.append(record)
             written.append(record)
-        if kind != "message" or not payloads:
-            return written
+        if kind == "message" and payloads:
+            self._count_messages(session, payloads)
+        return written
+
+    @staticmethod
+    def _count_messages(session: ModelSession, payloads: Sequence[dict[str, Any]]) -> None:
+        """Add new messages to the head's counters; name the session after the first user
+        message if it has no name."""
         session.message_count += len(payloads)
         tokens = list(session.tokens)
         for payload in payloads:
@@ -366,7 +372,6 @@ class ReferenceModel:
         if session.name is None and first_user is not None:
             text = "\n".join(b["text"] for b in first_user["content"] if b.get("type") == "text")
             session.name = derive_name(text)
-        return written
 
     @staticmethod
     def stored_form(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -455,14 +460,7 @@ class ReferenceModel:
     ) -> ModelRecord:
         """Append a prune overlay: in the context, each tool result of ``seqs`` (live
         ones of the context, not pruned yet) shows one text block holding ``marker``."""
-        if not seqs or any(isinstance(q, bool) or not isinstance(q, int) or q < 1 for q in seqs):
-            raise InvalidInputError(f"seqs must be a non-empty list of positive ints: {seqs!r}")
-        if len(set(seqs)) != len(seqs):
-            raise InvalidInputError("the same seq appears twice in seqs")
-        if not isinstance(marker, str) or not marker.strip():
-            raise InvalidInputError(f"marker must be a non-empty string, got {marker!r}")
-        if isinstance(tokens_freed, bool) or not isinstance(tokens_freed, int) or tokens_freed < 0:
-            raise InvalidInputError(f"tokens_freed must be a non-negative int: {tokens_freed!r}")
+        _check_prune_args(seqs, marker, tokens_freed)
         _check_expected(expected_seq)
         session = self.get_session(session_id)
         lineage = self.lineage(session_id)
@@ -586,6 +584,17 @@ def _check_expected(expected_seq: int | None) -> None:
         isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
     ):
         raise InvalidInputError(f"expected_seq must be a non-negative int, got {expected_seq!r}")
+
+
+def _check_prune_args(seqs: Sequence[int], marker: str, tokens_freed: int) -> None:
+    if not seqs or any(isinstance(q, bool) or not isinstance(q, int) or q < 1 for q in seqs):
+        raise InvalidInputError(f"seqs must be a non-empty list of positive ints: {seqs!r}")
+    if len(set(seqs)) != len(seqs):
+        raise InvalidInputError("the same seq appears twice in seqs")
+    if not isinstance(marker, str) or not marker.strip():
+        raise InvalidInputError(f"marker must be a non-empty string, got {marker!r}")
+    if isinstance(tokens_freed, bool) or not isinstance(tokens_freed, int) or tokens_freed < 0:
+        raise InvalidInputError(f"tokens_freed must be a non-negative int: {tokens_freed!r}")
 
 
 def _check_head(session: ModelSession, expected_seq: int | None) -> None:
