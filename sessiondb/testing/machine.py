@@ -22,7 +22,7 @@ import asyncio
 import copy
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -308,33 +308,19 @@ class ConformanceMachine(RuleBasedStateMachine):
         key: str | None,
     ) -> None:
         self.step()
-        source: Literal["interactive", "cron"] = "cron" if cron else "interactive"
+        source = "cron" if cron else "interactive"
         job = "job-7" if cron else None
-        got, error = self.call(
-            self.store.create_session(
-                name=name,
-                model=model,
-                source=source,
-                cron_job_id=job,
-                system_prompt_override=prompt,
-                metadata=metadata,
-                key=key,
-            )
-        )
-        want = self.both(
-            lambda: self.model.create_session(
-                self.new_id(got),
-                name=name,
-                model=model,
-                source=source,
-                cron_job_id=job,
-                system_prompt_override=prompt,
-                metadata=metadata,
-                key=key,
-            ),
-            got,
-            error,
-        )
+        fields: dict[str, Any] = {
+            "name": name,
+            "model": model,
+            "source": source,
+            "cron_job_id": job,
+            "system_prompt_override": prompt,
+            "metadata": metadata,
+            "key": key,
+        }
+        got, error = self.call(self.store.create_session(**fields))
+        want = self.both(lambda: self.model.create_session(self.new_id(got), **fields), got, error)
         if want is not None:
             agree_info(got, want, "create_session: returned info")
             assert got is not None
@@ -391,31 +377,16 @@ class ConformanceMachine(RuleBasedStateMachine):
         seqs = compaction_cuts(self.model, sid, self.head(sid))
         first_kept = seqs[choice % len(seqs)]
         expected_seq = self.expected(sid, mode)
-        files = (["a.py"], ["b.py"])
-        got, error = self.call(
-            self.store.append_compaction(
-                sid,
-                summary=summary,
-                first_kept_seq=first_kept,
-                tokens_before=1234,
-                read_files=files[0],
-                modified_files=files[1],
-                expected_seq=expected_seq,
-            )
-        )
-        want = self.both(
-            lambda: self.model.append_compaction(
-                sid,
-                summary=summary,
-                first_kept_seq=first_kept,
-                tokens_before=1234,
-                read_files=files[0],
-                modified_files=files[1],
-                expected_seq=expected_seq,
-            ),
-            got,
-            error,
-        )
+        fields: dict[str, Any] = {
+            "summary": summary,
+            "first_kept_seq": first_kept,
+            "tokens_before": 1234,
+            "read_files": ["a.py"],
+            "modified_files": ["b.py"],
+            "expected_seq": expected_seq,
+        }
+        got, error = self.call(self.store.append_compaction(sid, **fields))
+        want = self.both(lambda: self.model.append_compaction(sid, **fields), got, error)
         if want is not None:
             agree_record(got, want, f"append_compaction({sid}): returned record")
 
@@ -508,18 +479,13 @@ class ConformanceMachine(RuleBasedStateMachine):
         seqs = prune_candidates(self.model, sid, self.head(sid))
         chosen = [seqs[c % len(seqs)] for c in choices]
         expected_seq = self.expected(sid, mode)
-        got, error = self.call(
-            self.store.append_prune(
-                sid, chosen, marker=marker, tokens_freed=42, expected_seq=expected_seq
-            )
-        )
-        want = self.both(
-            lambda: self.model.append_prune(
-                sid, chosen, marker=marker, tokens_freed=42, expected_seq=expected_seq
-            ),
-            got,
-            error,
-        )
+        fields: dict[str, Any] = {
+            "marker": marker,
+            "tokens_freed": 42,
+            "expected_seq": expected_seq,
+        }
+        got, error = self.call(self.store.append_prune(sid, chosen, **fields))
+        want = self.both(lambda: self.model.append_prune(sid, chosen, **fields), got, error)
         if want is not None:
             agree_record(got, want, f"append_prune({sid}): returned record")
 
