@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sql_helpers
 from sqlalchemy.engine import URL, make_url
 
 from sessiondb import SessionStore, _compose
@@ -215,8 +216,9 @@ def store_url(backend: str, request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[SessionStore]:
-    """A store on a fresh migrated database of the test's backend."""
-    async with SessionStore.open(store_url) as s:
+    """A store on a fresh migrated database of the test's backend (built by
+    :func:`sql_helpers.open_store`, so that tests can read ``:memory:`` too)."""
+    async with sql_helpers.open_store(store_url) as s:
         if store_url == ":memory:":
             await s.migrate()
         yield s

@@ -19,6 +19,8 @@ import pytest
 import sql_helpers as sql
 
 from sessiondb import SessionStore
+from sessiondb.backends.sqlite import SQLiteBackend
+from sessiondb.config import Settings
 
 ATTEMPTS = 400
 
@@ -93,7 +95,10 @@ async def test_cancelled_appends_write_nothing_and_leave_no_transaction_open(
     rng = random.Random(8)
     stop = threading.Event()
     other = threading.Thread(target=_hold_lock_now_and_then, args=(path, stop))
-    store = await SessionStore.connect(str(path))
+    # The backend built by its public constructor: the test checks its connections.
+    settings = Settings.from_env(str(path))
+    backend = SQLiteBackend(settings)
+    store = SessionStore(settings, backend=backend)
     try:
         sid = (await store.create_session()).id
         other.start()
@@ -109,7 +114,6 @@ async def test_cancelled_appends_write_nothing_and_leave_no_transaction_open(
         stop.set()
         await asyncio.to_thread(other.join)
 
-        backend: Any = store._backend
         for conn in (backend._writer, backend._inline):
             assert conn is None or not conn.in_transaction
         # Another connection takes the write lock at once: nobody holds it.

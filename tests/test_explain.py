@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 import sql_helpers as sql
-from conftest import _connect as connect
 from overlay_helpers import assistant, result, summary_text, user
-from sqlalchemy.engine import make_url
 
 from sessiondb import SessionStore
 from sessiondb import statements as q
@@ -34,19 +32,10 @@ def _turn(i: int) -> list[dict[str, Any]]:
     return [user(f"q{i}"), assistant(f"looking {i}", [call]), result(call), assistant(f"a{i}")]
 
 
-async def _generic_plan(store: SessionStore, url: str, bound: q.Bound) -> list[str]:
+async def _generic_plan(url: str, bound: q.Bound) -> list[str]:
     """EXPLAIN of the prepared statement the store runs, with the generic plan forced."""
     stmt, params = bound
-    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
-    conn = await connect(make_url(url))
-    try:
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
-        await conn.execute(f"PREPARE ctx AS {raw.sql}")
-        args = ", ".join(sql.literal(v) for v in raw.args(params))
-        rows = await conn.fetch(f"EXPLAIN (COSTS OFF) EXECUTE ctx({args})")
-        return [r[0] for r in rows]
-    finally:
-        await conn.close()
+    return await sql.database(url).explain(stmt, params, generic=True)
 
 
 async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
@@ -67,10 +56,9 @@ async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
         await sql.execute(store, "ANALYZE sessiondb_sessions")
 
         ns = store.namespace
-        root_plan = await _generic_plan(store, pg_url, q.context(sid, ns, q.POSTGRES))
-        child_plan = await _generic_plan(store, pg_url, q.context(child.id, ns, q.POSTGRES))
+        root_plan = await _generic_plan(pg_url, q.context(sid, ns, q.POSTGRES))
+        child_plan = await _generic_plan(pg_url, q.context(child.id, ns, q.POSTGRES))
         probe_plan = await _generic_plan(
-            store,
             pg_url,
             q.nearest_message(sid, ns, roles=("assistant",), at_or_before=19_500),
         )

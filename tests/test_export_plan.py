@@ -12,14 +12,12 @@ position of the batch, right after a bulk import too.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sql_helpers as sql
-from conftest import _connect as connect
 from formats_helpers import claude_code_project
-from sqlalchemy.engine import make_url
 
 from sessiondb import SessionStore, transfer
 from sessiondb import statements as q
@@ -31,17 +29,12 @@ from sessiondb import statements as q
 async def test_sqlite_reads_each_batch_by_a_range_of_the_primary_key(
     store: SessionStore, every: bool, as_bytes: bool
 ) -> None:
-    flavour = store._flavour if as_bytes else None
+    db = sql.database(store)
+    flavour = db.flavour if as_bytes else None
     stmt, params = q.namespace_records(
         store.namespace, after=("s", 1), limit=10, every=every, flavour=flavour
     )
-    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
-    conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
-    try:
-        plan = conn.execute(f"EXPLAIN QUERY PLAN {raw.sql}", raw.args(params)).fetchall()
-    finally:
-        conn.close()
-    details = " | ".join(str(row[3]) for row in plan)
+    details = " | ".join(await db.explain(stmt, params))
     assert "(session_id,seq)>(?,?)" in details, details
     assert "(session_id=?)" not in details, details
 
@@ -56,31 +49,15 @@ async def test_sqlite_export_batches_cost_the_same_early_and_late(
         claude_code_project(tmp_path / "p", 40, 50), format="claude-code"
     )
     assert report.records == 2_000
-    stmt, _ = q.namespace_records(store.namespace, after=("", 0), limit=100)
-    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
+    db = sql.database(store)
 
-    def steps(after: tuple[str, int]) -> int:
-        conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
-        try:
-            counted = 0
-
-            def tick() -> int:
-                nonlocal counted
-                counted += 1
-                return 0
-
-            conn.set_progress_handler(tick, 100)
-            args = raw.args(
-                {"ns": store.namespace, "after_sid": after[0], "after_seq": after[1], "limit": 100}
-            )
-            rows = conn.execute(raw.sql, args).fetchall()
-            assert len(rows) == 100
-            return counted
-        finally:
-            conn.close()
+    async def steps(after: tuple[str, int]) -> int:
+        stmt, params = q.namespace_records(store.namespace, after=after, limit=100)
+        assert len(await db.fetch(stmt, **params)) == 100
+        return await db.steps(stmt, params)
 
     ids = sorted(s.id for s in (await store.list_sessions(limit=100)).items)
-    first, late = steps((ids[0], 0)), steps((ids[-3], 0))
+    first, late = await steps((ids[0], 0)), await steps((ids[-3], 0))
     assert late <= first * 2, (first, late)
 
 
@@ -112,13 +89,9 @@ async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_p
 
         # An import of a tenth or less of what the planner knows of leaves it to
         # autovacuum, as autovacuum's own threshold would (the estimate set by hand).
-        conn = await connect(make_url(pg_url))
-        try:
-            await conn.execute(
-                "UPDATE pg_class SET reltuples = 1e6 WHERE oid = 'sessiondb_records'::regclass"
-            )
-        finally:
-            await conn.close()
+        await sql.database(pg_url).execute(
+            "UPDATE pg_class SET reltuples = 1e6 WHERE oid = 'sessiondb_records'::regclass"
+        )
         more = await store.import_path(
             claude_code_project(tmp_path / "more", 50, 200), format="claude-code"
         )
@@ -130,30 +103,17 @@ async def test_a_bulk_import_refreshes_the_planner_statistics(pg_url: str, tmp_p
 async def _plan(url: str, store: SessionStore, after: tuple[str, int] | None) -> str:
     # A batch a fortieth of the rows, as an export of 200,000 records reads them (the
     # payload as bytes, as export reads it).
-    stmt, params = q.namespace_records(
-        store.namespace, after=after, limit=500, flavour=store._flavour
-    )
-    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
-    args = [sql.literal(v) for v in raw.args(params)]
-    text = raw.sql
-    for n in range(len(args), 0, -1):
-        text = text.replace(f"${n}", args[n - 1])
-    conn = await connect(make_url(url))
-    try:
-        return "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN (COSTS OFF) {text}"))
-    finally:
-        await conn.close()
+    db = sql.database(url)
+    stmt, params = q.namespace_records(store.namespace, after=after, limit=500, flavour=db.flavour)
+    return "\n".join(await db.explain(stmt, params))
 
 
 async def _manual_analyses(url: str) -> int:
-    conn = await connect(make_url(url))
-    try:
-        row = await conn.fetchrow(
+    return int(
+        await sql.database(url).scalar(
             "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'sessiondb_records'"
         )
-        return int(row[0])
-    finally:
-        await conn.close()
+    )
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -161,28 +121,27 @@ async def test_sqlite_finds_another_namespace_by_two_index_probes(store: Session
     """Export asks whether another namespace exists before reading without the
     namespace check: a search of the namespace index each side, not a scan."""
     stmt, params = q.other_namespace(store.namespace)
-    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
-    conn = sqlite3.connect(store._backend._path)  # type: ignore[attr-defined]
-    try:
-        plan = conn.execute(f"EXPLAIN QUERY PLAN {raw.sql}", raw.args(params)).fetchall()
-    finally:
-        conn.close()
-    details = [str(row[3]) for row in plan]
+    details = await sql.database(store).explain(stmt, params)
     searches = [d for d in details if d.startswith("SEARCH") and "(namespace<?)" in d]
     searches += [d for d in details if d.startswith("SEARCH") and "(namespace>?)" in d]
     assert len(searches) == 2, details
     assert not any(d.startswith("SCAN sessiondb") for d in details), details
 
 
+async def _other_namespace(store: SessionStore) -> list[Any]:
+    stmt, params = q.other_namespace(store.namespace)
+    return await sql.fetch(store, stmt, **params)
+
+
 async def test_another_namespace_is_seen(store: SessionStore, db_url: str) -> None:
-    (row,) = await store._backend.fetch(q.other_namespace(store.namespace))
-    assert not row["other"]
+    (row,) = await _other_namespace(store)
+    assert not row.other
     await store.create_session()
-    (row,) = await store._backend.fetch(q.other_namespace(store.namespace))
-    assert not row["other"]
+    (row,) = await _other_namespace(store)
+    assert not row.other
     for name in ("a-first", "zz-last"):  # before and after "default"
         async with SessionStore.open(db_url, namespace=name) as other:
             sid = (await other.create_session()).id
-            (row,) = await store._backend.fetch(q.other_namespace(store.namespace))
-            assert row["other"]
+            (row,) = await _other_namespace(store)
+            assert row.other
             await other.delete_session(sid)

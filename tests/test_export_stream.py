@@ -65,41 +65,56 @@ async def test_a_long_session_is_exported_in_flat_memory(
     assert all(text in texts for text in ("00000 x", "00999 x", last))
 
 
-async def test_a_failed_read_stops_the_export_with_its_error(
-    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sid = await _long_session(store)
-    monkeypatch.setattr(transfer, "EXPORT_BATCH", 100)
-    reads = 0
-    fetch = store._backend.fetch
-    batches = [
-        q._namespace_records(a, e, f)
-        for a in (False, True)
-        for e in (False, True)
-        for f in (None, store._flavour)
-    ]
+class _FailingReads:
+    """A backend whose fifth read of a batch of the namespace's records raises what a
+    backend raises when the server goes away mid-export; the rest it passes on."""
 
-    async def failing(bound: object, **options: Any) -> object:
-        nonlocal reads
-        stmt = bound[0]  # type: ignore[index]
-        if stmt in batches:  # a batch of the namespace's records
-            reads += 1
-            if reads == 5:
-                # What the backend raises when the server goes away mid-export.
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.flavour = backend.flavour
+        self.reads = 0
+        self.batches = [
+            q.namespace_records("x", after=after, limit=1, every=every, flavour=flavour)[0]
+            for after in (None, ("", 0))
+            for every in (False, True)
+            for flavour in (None, backend.flavour)
+        ]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    async def fetch(self, bound: Any, **options: Any) -> Any:
+        if bound[0] in self.batches:  # a batch of the namespace's records
+            self.reads += 1
+            if self.reads == 5:
                 raise DatabaseUnavailableError("the server went away")
-        return await fetch(bound, **options)  # type: ignore[arg-type]
+        return await self.backend.fetch(bound, **options)
 
-    monkeypatch.setattr(store._backend, "fetch", failing)
-    with pytest.raises(DatabaseUnavailableError, match="the server went away"):
-        await store.export_all(tmp_path / "out", format="native")
-    assert reads == 5
-    # Nothing was committed or changed in the database by the failed export.
-    assert (
-        await sql.scalar(
-            store, f"SELECT count(*) FROM sessiondb_records WHERE session_id = '{sid}'"
+
+async def test_a_failed_read_stops_the_export_with_its_error(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfer, "EXPORT_BATCH", 100)
+    backends: list[_FailingReads] = []
+
+    def failing(backend: Any) -> _FailingReads:
+        backends.append(_FailingReads(backend))
+        return backends[-1]
+
+    async with sql.open_store(store_url, wrap=failing) as store:
+        if store_url == ":memory:":
+            await store.migrate()
+        sid = await _long_session(store)
+        with pytest.raises(DatabaseUnavailableError, match="the server went away"):
+            await store.export_all(tmp_path / "out", format="native")
+        assert backends[0].reads == 5
+        # Nothing was committed or changed in the database by the failed export.
+        assert (
+            await sql.scalar(
+                store, f"SELECT count(*) FROM sessiondb_records WHERE session_id = '{sid}'"
+            )
+            == RECORDS
         )
-        == RECORDS
-    )
 
 
 @pytest.mark.parametrize("fmt", ["claude-code", "pi"])

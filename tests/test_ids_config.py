@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import sql_helpers as sql
+from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 
 from sessiondb import (
@@ -334,7 +335,7 @@ async def test_open_refuses_a_bad_url(clean_env: pytest.MonkeyPatch) -> None:
 
 
 async def test_sqlite_memory(clean_env: pytest.MonkeyPatch) -> None:
-    async with SessionStore.open(":memory:") as store:
+    async with sql.open_store(":memory:") as store:
         await store.migrate()
         info = await store.create_session()
         await store.append(info.id, [{"role": "user", "content": "in memory"}])
@@ -359,16 +360,22 @@ async def test_sqlite_file_uses_wal_and_persists(
     clean_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     path = tmp_path / "sessions.sqlite3"
-    async with SessionStore.open(str(path)) as store:
+    async with sql.open_store(str(path)) as store:
         await store.migrate()
         info = await store.create_session(name="kept")
         await store.append(info.id, [{"role": "user", "content": "persisted"}])
-        # Every connection of the store has the same pragmas: readers, and the writer.
-        assert await sql.scalar(store, "PRAGMA journal_mode") == "wal"
-        assert await sql.scalar(store, "PRAGMA busy_timeout") >= 1000
-        assert await sql.scalar(store, "PRAGMA foreign_keys") == 1
-        writer = await sql.run_sync(
-            store,
+        # Every connection of the store has the same pragmas: readers, and the writer
+        # (asked through the store's own backend, which open_store built).
+        backend = sql.backend_of(store)
+
+        async def pragma(name: str) -> Any:
+            (row,) = await backend.fetch((text(f"PRAGMA {name}"), {}))
+            return row[0]
+
+        assert await pragma("journal_mode") == "wal"
+        assert await pragma("busy_timeout") >= 1000
+        assert await pragma("foreign_keys") == 1
+        writer = await backend.run_sync(
             lambda conn: [
                 conn.exec_driver_sql(f"PRAGMA {name}").scalar()
                 for name in ("journal_mode", "busy_timeout", "foreign_keys")

@@ -20,9 +20,7 @@ from typing import Any
 
 import pytest
 import sql_helpers as sql
-from conftest import _connect as connect
 from formats_helpers import claude_code_project
-from sqlalchemy.engine import make_url
 
 from sessiondb import ImportProgress, SessionStore, transfer
 
@@ -49,7 +47,7 @@ async def test_files_are_read_while_a_batch_waits_to_be_written(
     def progress(p: ImportProgress) -> None:
         seen.append(p.files_done)
 
-    locker = await connect(make_url(pg_url))
+    locker = await sql.database(pg_url).pg_connect()
     async with SessionStore.open(pg_url) as store:
         try:
             await locker.execute("BEGIN")

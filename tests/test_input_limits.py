@@ -52,7 +52,7 @@ async def _rows(store: SessionStore) -> tuple[Any, ...]:
 @pytest.fixture
 async def small(store_url: str) -> AsyncIterator[SessionStore]:
     """A store on the test's database taking records of up to SMALL bytes."""
-    async with SessionStore.open(store_url, max_record_bytes=SMALL) as s:
+    async with sql.open_store(store_url, max_record_bytes=SMALL) as s:
         if store_url == ":memory:":
             await s.migrate()
         yield s

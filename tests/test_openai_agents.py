@@ -7,14 +7,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import multiprocessing
-import sqlite3
 from typing import Any
 
 import pytest
-from conftest import _connect as connect
+import sql_helpers as sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy.engine import make_url
 
 pytest.importorskip(
     "agents",
@@ -475,23 +473,16 @@ async def test_compacted_session_reads_summary_and_kept_items(db_url: str) -> No
         assert (await store.context(sid))[0].text() == summary["content"]
 
 
-async def _records_read_postgres(store: SessionStore, url: str, bound: q.Bound) -> int:
+async def _records_read_postgres(url: str, bound: q.Bound) -> int:
     """Rows the tail statement reads from the records table (EXPLAIN ANALYZE of the
     generic plan the store's prepared statement settles on)."""
     import json
 
     stmt, params = bound
-    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
-    conn = await connect(make_url(url))
-    try:
-        await conn.execute("ANALYZE")
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
-        await conn.execute(f"PREPARE tail AS {raw.sql}")
-        args = ", ".join(str(v) if isinstance(v, int) else f"'{v}'" for v in raw.args(params))
-        (row,) = await conn.fetch(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE tail({args})")
-    finally:
-        await conn.close()
-    plan = json.loads(row[0])[0]["Plan"]
+    db = sql.database(url)
+    await db.execute("ANALYZE")
+    (text,) = await db.explain(stmt, params, generic=True, options="ANALYZE, FORMAT JSON")
+    plan = json.loads(text)[0]["Plan"]
 
     def walk(node: dict[str, Any]) -> int:
         own = 0
@@ -504,26 +495,6 @@ async def _records_read_postgres(store: SessionStore, url: str, bound: q.Bound) 
     return walk(plan)
 
 
-def _sqlite_steps(store: SessionStore, path: str, bound: q.Bound) -> int:
-    """Virtual-machine steps SQLite takes to run the tail statement."""
-    stmt, params = bound
-    raw = store._backend._compile(stmt)  # type: ignore[attr-defined]
-    conn = sqlite3.connect(path)
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    conn.set_progress_handler(count, 1)
-    try:
-        conn.execute(raw.sql, raw.args(params)).fetchall()
-    finally:
-        conn.close()
-    return steps
-
-
 async def test_get_items_with_limit_costs_the_same_at_20k_as_at_1k(db_url: str) -> None:
     costs: dict[int, int] = {}
     async with SessionStore.open(db_url) as store:
@@ -533,11 +504,12 @@ async def test_get_items_with_limit_costs_the_same_at_20k_as_at_1k(db_url: str) 
             sid = await _sid(store, session.session_id)
             await store.compact(sid, offline_summarizer)
             assert len(await session.get_items(limit=200)) == 200
-            bound = q.context_tail(sid, store.namespace, store._flavour, 200)
-            if store._flavour == "sqlite":
-                costs[size] = _sqlite_steps(store, db_url, bound)
+            db = sql.database(db_url)
+            bound = q.context_tail(sid, store.namespace, db.flavour, 200)
+            if db.flavour == q.SQLITE:
+                costs[size] = await db.steps(*bound)
             else:
-                costs[size] = await _records_read_postgres(store, db_url, bound)
+                costs[size] = await _records_read_postgres(db_url, bound)
     # The same work, give or take the index being one level deeper.
     assert costs[20_000] <= costs[1_000] * 1.1 + 10, costs
 

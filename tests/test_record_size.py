@@ -18,7 +18,7 @@ LIMIT = 2000
 @pytest.fixture
 async def small(store_url: str) -> AsyncIterator[SessionStore]:
     """A store on the test's database that takes records of up to LIMIT bytes."""
-    async with SessionStore.open(store_url, max_record_bytes=LIMIT) as s:
+    async with sql.open_store(store_url, max_record_bytes=LIMIT) as s:
         if store_url == ":memory:":
             await s.migrate()
         yield s

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sql_helpers as sql
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from sessiondb import BusyError, DatabaseUnavailableError, SeqConflictError, SessionStore
@@ -111,11 +112,13 @@ async def test_a_read_killed_mid_statement_is_retried(pg_url: str) -> None:
     database = str(make_url(pg_url).database)
     admin = await _admin(pg_url)
     try:
-        async with SessionStore.open(pg_url) as store:
-            read = asyncio.create_task(sql.scalar(store, "SELECT 7 FROM pg_sleep(0.4)"))
+        async with sql.open_store(pg_url) as store:
+            # A read on the store's own backend (built by open_backend), which retries it.
+            backend = sql.backend_of(store)
+            read = asyncio.create_task(backend.fetch((text("SELECT 7 FROM pg_sleep(0.4)"), {})))
             await asyncio.sleep(0.2)
             assert await _kill_store_backends(admin, database, "query LIKE '%pg_sleep%'") == 1
-            assert await read == 7
+            assert [tuple(row) for row in await read] == [(7,)]
     finally:
         await admin.close()
 

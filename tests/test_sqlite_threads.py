@@ -7,20 +7,29 @@ import asyncio
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from sessiondb import SessionStore
+from sessiondb.backends.sqlite import SQLiteBackend
 from sessiondb.config import Settings
 
 
 async def _store_with_session(path: Path) -> tuple[SessionStore, str]:
     """An open store (the test closes it) and a session in it."""
-    store = SessionStore(Settings.from_env(str(path)))
-    await store.migrate()
+    store, _ = await _store_and_backend(path)
     return store, (await store.create_session()).id
+
+
+async def _store_and_backend(path: Path) -> tuple[SessionStore, SQLiteBackend]:
+    """A migrated store on ``path`` and its SQLite backend, built by its public
+    constructor: these tests check the backend's threads and connections."""
+    settings = Settings.from_env(str(path))
+    backend = SQLiteBackend(settings)
+    store = SessionStore(settings, backend=backend)
+    await store.migrate()
+    return store, backend
 
 
 async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
@@ -67,9 +76,9 @@ async def test_an_append_waits_for_a_lock_held_elsewhere(tmp_path: Path) -> None
 
 
 async def _wal_size_after_appends(path: Path, checkpoint_every: int) -> int:
-    store, sid = await _store_with_session(path)
+    store, writer = await _store_and_backend(path)
+    sid = (await store.create_session()).id
     try:
-        writer: Any = store._backend
         writer.CHECKPOINT_EVERY = checkpoint_every
         for _ in range(80):
             await store.append(sid, {"role": "user", "content": "x" * 20_000})
@@ -89,9 +98,9 @@ async def test_inline_commits_are_checkpointed_by_the_thread(tmp_path: Path) -> 
 
 
 async def test_big_appends_are_written_on_the_thread(tmp_path: Path) -> None:
-    store, sid = await _store_with_session(tmp_path / "big.sqlite3")
+    store, writer = await _store_and_backend(tmp_path / "big.sqlite3")
+    sid = (await store.create_session()).id
     try:
-        writer: Any = store._backend
         before = writer._inline_commits
         await store.append(sid, {"role": "user", "content": "small"})
         inline = writer._inline_commits
@@ -113,10 +122,10 @@ async def test_a_transaction_cancelled_during_begin_leaves_no_write_lock(tmp_pat
     # (tests/test_turns.py): the writer connection was left inside a transaction, holding
     # the database's write lock, and its next unit failed.
     path = tmp_path / "cancel.sqlite3"
-    store, sid = await _store_with_session(path)
+    store, backend = await _store_and_backend(path)
+    sid = (await store.create_session()).id
     other = sqlite3.connect(path, isolation_level=None)
     try:
-        backend: Any = store._backend
         other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
 
         async def transact() -> None:
