@@ -48,7 +48,8 @@ def test_every_old_public_name_still_imports() -> None:
 
 def test_a_subclass_with_class_attributes_runs_and_counts_apart() -> None:
     run_state_machine_as_test(MemoryConformance, settings=QUICK)
-    assert MemoryConformance.examples_run == 3
+    # At least max_examples: hypothesis may add examples it does not count (an overrun).
+    assert MemoryConformance.examples_run >= 3
     assert MemoryConformance.steps_run >= 3  # every example runs one rule at least
     assert (ConformanceMachine.steps_run, ConformanceMachine.examples_run) == (0, 0)
 
@@ -59,7 +60,8 @@ def test_the_factory_function_subclasses_the_module_level_class() -> None:
     assert (machine.max_sessions, machine.clean_up) == (2, True)
     assert machine.__name__ == "SessionDBConformance"
     run_state_machine_as_test(machine, settings=QUICK)
-    assert machine.examples_run == 3
+    assert machine.examples_run >= 3
+    assert (ConformanceMachine.steps_run, ConformanceMachine.examples_run) == (0, 0)
 
 
 def test_the_bare_machine_names_what_is_missing() -> None:
