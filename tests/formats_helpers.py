@@ -316,7 +316,8 @@ def pi_lines(version: int) -> list[dict[str, Any]]:
                 {"type": "label", "id": "l", "parentId": "k", "targetId": "e1", "label": "start"}
             )
     last = entries[-1].get("id")
-    closing = {"type": "message", "timestamp": at, "message": {"role": "user", "content": "bye"}}
+    closing: dict[str, Any] = {"type": "message", "timestamp": at}
+    closing["message"] = {"role": "user", "content": "bye"}
     if version > 1:
         closing |= {"id": "z", "parentId": last}
     return [header, *entries, closing]
