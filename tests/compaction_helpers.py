@@ -4,35 +4,15 @@ calls, and the real pi transcript of the corpus as messages."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from sessiondb import Message
 from sessiondb.compaction import offline_summarizer
 
-
-def corpus_dir() -> Path:
-    """The shared corpus of real transcripts: ``SESSIONDB_CORPUS``, else ``shared/corpus``
-    next to the repository."""
-    explicit = os.environ.get("SESSIONDB_CORPUS")
-    if explicit:
-        return Path(explicit)
-    return Path(__file__).resolve().parents[2] / "shared" / "corpus"
-
-
 PI_SESSION = Path("pi") / "pi-mono" / "large-session.jsonl"
 CLAUDE_SESSION = Path("claude-code") / "spotter" / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
-
-
-def corpus_file(relative: Path) -> Path:
-    path = corpus_dir() / relative
-    if not path.is_file():
-        pytest.skip(f"corpus file {relative} not found (set SESSIONDB_CORPUS)")
-    return path
 
 
 def pi_messages(path: Path) -> list[dict[str, Any]]:

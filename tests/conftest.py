@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import sql_helpers
+from corpus_helpers import need_corpus
 from sqlalchemy.engine import URL, make_url
 
 from sessiondb import SessionStore, _compose
@@ -176,6 +177,14 @@ def new_database_url(
     name = f"{postgres.template.removesuffix('_template')}_{uuid.uuid4().hex[:10]}"  # type: ignore[union-attr]
     asyncio.run(_admin(admin, f'CREATE DATABASE "{name}" TEMPLATE "{postgres.template}"'))
     return admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``needs_corpus`` is skipped (or failed, under
+    ``SESSIONDB_REQUIRE_CORPUS=1``) before its fixtures run when the corpus is absent."""
+    if item.get_closest_marker("needs_corpus") is not None:
+        need_corpus()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -11,7 +11,6 @@ import pytest
 from compaction_helpers import (
     PI_SESSION,
     assistant,
-    corpus_file,
     msg,
     pi_messages,
     result,
@@ -19,6 +18,7 @@ from compaction_helpers import (
     tool_turn,
     user,
 )
+from corpus_helpers import corpus_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,13 +14,13 @@ from compaction_helpers import (
     FailingSummarizer,
     RecordingSummarizer,
     assistant,
-    corpus_file,
     pi_messages,
     result,
     tool_pairs_intact,
     tool_turn,
     user,
 )
+from corpus_helpers import corpus_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from overlay_helpers import assert_only_grew, raw_records, session_with, summary_text

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from formats_helpers import CORPUS, json_lines, stored
+from corpus_helpers import CLAUDE_FILES, CORPUS, corpus_present
+from formats_helpers import generated_tree, json_lines, stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,12 +25,20 @@ from sessiondb.models import Record
 CLAUDE = CORPUS / "claude-code"
 SPOTTER = CLAUDE / "spotter" / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 FMT = FORMATS["claude-code"]
+#: The generated Claude Code sessions (``formats_helpers.generated_tree``): a main file
+#: with two subagents, and a cersei session in two parts.
+CC_CASES = ("claude-code", "cersei-parts")
 
 
 def corpus_files() -> list[Path]:
-    files = sorted(CLAUDE.rglob("*.jsonl"))
-    assert len(files) == 7, files  # the corpus is present beside the repository
-    return files
+    """The corpus's Claude Code files (paths only: a test that reads them is marked
+    ``needs_corpus``)."""
+    return [CLAUDE / name for name in CLAUDE_FILES]
+
+
+@pytest.mark.needs_corpus
+def test_the_corpus_holds_the_files_named_here() -> None:
+    assert sorted(CLAUDE.rglob("*.jsonl")) == corpus_files()
 
 
 def export(path: Path, out: Path) -> dict[str, list[Path]]:
@@ -80,6 +89,7 @@ def result(uuid: str, parent: str, call: str, text: str) -> str:
 
 
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+@pytest.mark.needs_corpus
 def test_every_corpus_file_round_trips_line_by_line(path: Path, tmp_path: Path) -> None:
     if "subagents" in path.parts:
         main = path.parents[2] / f"{path.parents[1].name}.jsonl"
@@ -93,12 +103,14 @@ def test_every_corpus_file_round_trips_line_by_line(path: Path, tmp_path: Path) 
     assert json_lines(out) == json_lines(path)
 
 
+@pytest.mark.needs_corpus
 def test_the_corpus_is_detected_as_claude_code() -> None:
     for path in corpus_files():
         fmt = detect(path)
         assert fmt is not None and fmt.name == "claude-code", path
 
 
+@pytest.mark.needs_corpus
 def test_real_session_context_applies_its_compaction_and_orphans_no_tool_result() -> None:
     session = next(read_path(SPOTTER))
     info, records = stored(session)
@@ -134,6 +146,7 @@ def test_real_session_context_applies_its_compaction_and_orphans_no_tool_result(
     assert info.model is not None and info.model.startswith("claude")
 
 
+@pytest.mark.needs_corpus
 def test_a_split_response_counts_its_usage_once() -> None:
     _, records = stored(next(read_path(SPOTTER)))
     messages = [r.message.to_wire() for r in records if r.message is not None]
@@ -166,6 +179,7 @@ def response_usage(path: Path) -> dict[str, dict[str, int]]:
     return out
 
 
+@pytest.mark.needs_corpus
 def test_a_split_response_counts_its_largest_usage_on_its_first_part() -> None:
     _, records = stored(next(read_path(SPOTTER)))
     messages = [r.message.to_wire() for r in records if r.message is not None]
@@ -202,6 +216,7 @@ def test_a_long_held_response_ends_early_and_still_counts_once(
     assert [u.output if u else None for u in usages] == [None, 5, None]
 
 
+@pytest.mark.needs_corpus
 def test_subagents_are_child_sessions_that_inherit_nothing() -> None:
     sessions = list(read_path(SPOTTER))
     for s in sessions:
@@ -212,6 +227,7 @@ def test_subagents_are_child_sessions_that_inherit_nothing() -> None:
     assert all(c.parent_key == main.key and c.fork_seq == 0 for c in children)
 
 
+@pytest.mark.needs_corpus
 def test_a_garbage_line_is_kept_and_reported_with_its_line_number(tmp_path: Path) -> None:
     lines = (CLAUDE / "spotter" / "short.jsonl").read_bytes().split(b"\n")
     lines.insert(5, b'{"type": "user", "broken')
@@ -466,7 +482,9 @@ def branchy_files(folder: Path) -> list[Path]:
     (folder / "abc_part2.jsonl").write_text(
         line(type="tombstone", deleted_uuid="c2", timestamp="2026-04-03T10:01:00Z") + "\n"
     )
-    return [folder / "rewind.jsonl", folder / "abc.jsonl", *corpus_files()]
+    generated = [g.source for g in generated_tree(folder / "generated") if g.case in CC_CASES]
+    real = corpus_files() if corpus_present() else []
+    return [folder / "rewind.jsonl", folder / "abc.jsonl", *generated, *real]
 
 
 def test_the_branch_index_moved_to_disk_reads_the_same(

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from formats_helpers import CORPUS, SESSION_ID, info_of, json_lines, stored, to_records
+from corpus_helpers import CORPUS
+from formats_helpers import SESSION_ID, info_of, json_lines, stored, to_records
 
 from sessiondb.errors import ImportFormatError
 from sessiondb.formats import FORMATS, detect, read_path
@@ -35,6 +36,7 @@ def native_round_trip(records: list[Record], info_path: Path, tmp_path: Path) ->
     ],
     ids=lambda p: p.name,
 )
+@pytest.mark.needs_corpus
 def test_native_export_then_import_gives_identical_records(path: Path, tmp_path: Path) -> None:
     _, records = stored(next(read_path(path)))
     kinds = {r.kind for r in records}
@@ -48,6 +50,7 @@ def test_native_export_then_import_gives_identical_records(path: Path, tmp_path:
     assert json_lines(out / SESSION_ID / "session.jsonl") == json_lines(first_file)
 
 
+@pytest.mark.needs_corpus
 def test_lines_follow_the_spec(tmp_path: Path) -> None:
     path = CORPUS / "claude-code" / "spotter" / "short.jsonl"
     info, records = stored(next(read_path(path)))
@@ -112,6 +115,7 @@ def test_a_seq_out_of_order_is_a_bad_line(tmp_path: Path) -> None:
         list(next(read_path(folder, strict=True)).records)
 
 
+@pytest.mark.needs_corpus
 def test_a_session_imported_from_a_native_file_writes_the_files_id(tmp_path: Path) -> None:
     """A session imported from a native file is stored under the id derived from its
     namespace and its key ``native:<file id>``: its file is written under that file id

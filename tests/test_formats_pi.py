@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from formats_helpers import CORPUS, count_disk_maps, json_lines, stored
+from corpus_helpers import CORPUS
+from formats_helpers import count_disk_maps, json_lines, stored
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,7 @@ def msg(role: str, text: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.needs_corpus
 def test_the_corpus_session_round_trips(tmp_path: Path) -> None:
     assert detect(LARGE) is PI
     (session,) = read_path(LARGE, strict=True)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from formats_helpers import CORPUS, SESSION_ID, stored
+import pytest
+from corpus_helpers import CORPUS
+from formats_helpers import SESSION_ID, stored
 
 from sessiondb.formats import FORMATS, read_path
 
 
+@pytest.mark.needs_corpus
 def test_a_tree_mixing_formats_gives_each_session_once(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(CORPUS / "claude-code" / "spotter", tree / "claude")

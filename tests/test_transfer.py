@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from formats_helpers import CORPUS, count_disk_maps, json_lines
+from corpus_helpers import CLAUDE_FILES, CORPUS, PI_FILES, need_corpus
+from formats_helpers import count_disk_maps, generated_tree, json_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_helpers import execute, scalar
@@ -38,7 +39,6 @@ from sessiondb.transfer import (
 CLAUDE = CORPUS / "claude-code"
 SPOTTER_DIR = CLAUDE / "spotter"
 SPOTTER = SPOTTER_DIR / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
-PI_LARGE = CORPUS / "pi" / "pi-mono" / "large-session.jsonl"
 
 
 # The corpus folders of the formats sessiondb reads; codex/ and gemini/ wait for their
@@ -47,17 +47,37 @@ READ_FORMATS = ("claude-code", "pi")
 
 
 def corpus_files() -> list[Path]:
+    """The corpus files of :data:`READ_FORMATS` (paths only: a test that reads them is
+    marked ``needs_corpus``)."""
+    return sorted(
+        [*(CLAUDE / name for name in CLAUDE_FILES), *(CORPUS / "pi" / name for name in PI_FILES)]
+    )
+
+
+@pytest.mark.needs_corpus
+def test_the_corpus_holds_the_files_named_here() -> None:
     files = sorted(p for name in READ_FORMATS for p in (CORPUS / name).rglob("*.jsonl"))
-    assert len(files) == 8, files  # the corpus is present beside the repository
-    return files
+    assert files == corpus_files()
+    assert len(files) == 8, files
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tree of the corpus folders of :data:`READ_FORMATS`, as one import reads it."""
+    need_corpus()
     root = tmp_path_factory.mktemp("corpus")
     for name in READ_FORMATS:
         shutil.copytree(CORPUS / name, root / name)
+    return root
+
+
+@pytest.fixture(scope="module", params=["corpus", "generated"])
+def tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus tree, then a generated tree of every format (``formats_helpers``)."""
+    if request.param == "corpus":
+        return Path(request.getfixturevalue("corpus"))
+    root = tmp_path_factory.mktemp("generated")
+    generated_tree(root)
     return root
 
 
@@ -101,6 +121,7 @@ def cc_assistant(uuid: str, parent: str | None, text: str) -> str:
 
 
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+@pytest.mark.needs_corpus
 async def test_every_corpus_file_round_trips_through_the_database(
     store: SessionStore, path: Path, tmp_path: Path
 ) -> None:
@@ -122,11 +143,11 @@ async def test_every_corpus_file_round_trips_through_the_database(
 
 @pytest.mark.parametrize("fmt", ["native", "claude-code", "pi", "noumen"])
 async def test_export_all_reads_in_batches_and_writes_what_the_models_give(
-    store: SessionStore, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+    store: SessionStore, tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
 ) -> None:
     """The bulk path (stored JSON, no models; sessions split over batches of 7 rows)
     writes the same lines as the writer fed the records a read gives."""
-    report = await import_path(store, corpus)
+    report = await import_path(store, tree)
     assert report.failures == [] and len(report.session_ids) > 3
     empty = await store.create_session(name="nothing yet")
     parent = await store.create_session()
@@ -150,12 +171,12 @@ async def test_export_all_reads_in_batches_and_writes_what_the_models_give(
 
 
 async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
-    store: SessionStore, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SessionStore, tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sessions over STREAM_CHARS are written chunk by chunk in one transaction: the
     same records and session rows as when held whole; a bad record late in a streamed
     session leaves nothing of it."""
-    whole = await import_path(store, corpus)
+    whole = await import_path(store, tree)
     expected = {}
     for sid in whole.session_ids:
         info = await store.get_session(sid)
@@ -166,7 +187,7 @@ async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
     monkeypatch.setattr(transfer, "STREAM_CHARS", 2_000)
     monkeypatch.setattr(transfer, "STREAM_RECORDS", 5)
     monkeypatch.setattr(transfer, "BATCH_RECORDS", 5)
-    streamed = await import_path(store, corpus)
+    streamed = await import_path(store, tree)
     assert streamed.failures == [] and streamed.session_ids == whole.session_ids
     assert streamed.records == whole.records
     for sid, (info, records) in expected.items():
@@ -191,6 +212,7 @@ async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
     assert await counts(store) == before
 
 
+@pytest.mark.needs_corpus
 async def test_native_export_then_import_gives_identical_records(
     store: SessionStore, tmp_path: Path
 ) -> None:
@@ -274,6 +296,7 @@ async def test_native_forks_import_after_their_parents(store: SessionStore, tmp_
     assert await store.context(new_id[child.id]) == context
 
 
+@pytest.mark.needs_corpus
 async def test_a_reimport_adds_zero_rows(store: SessionStore, corpus: Path) -> None:
     first = await import_path(store, corpus)
     assert first.created == 8 and first.skipped == 0 and first.records > 2000
@@ -286,6 +309,7 @@ async def test_a_reimport_adds_zero_rows(store: SessionStore, corpus: Path) -> N
     assert await counts(store) == rows
 
 
+@pytest.mark.needs_corpus
 async def test_ids_are_stable_per_namespace_and_key(store: SessionStore) -> None:
     one = session_id_for("default", "claude-code:abc")
     assert one == session_id_for("default", "claude-code:abc")
@@ -438,6 +462,7 @@ async def test_unknown_format_and_missing_path_raise(store: SessionStore, tmp_pa
 # -- formats through the database ----------------------------------------------------------
 
 
+@pytest.mark.needs_corpus
 async def test_a_directory_tree_mixing_formats(store: SessionStore, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(SPOTTER_DIR, tree / "claude")
@@ -540,6 +565,7 @@ async def test_pi_v1_compaction_by_first_kept_entry_index(
     assert json_lines(out) == json_lines(path)
 
 
+@pytest.mark.needs_corpus
 async def test_the_real_claude_code_session_context(store: SessionStore, tmp_path: Path) -> None:
     report = await import_path(store, SPOTTER)
     main_id = report.session_ids[0]
@@ -738,6 +764,7 @@ async def test_a_split_response_counts_its_last_usage_once(
     assert json_lines(out) == json_lines(path)  # each line's own usage comes back
 
 
+@pytest.mark.needs_corpus
 async def test_a_real_split_response_session_totals_its_largest_usages(
     store: SessionStore, tmp_path: Path
 ) -> None:
@@ -885,6 +912,7 @@ def run(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+@pytest.mark.needs_corpus
 def test_cli_import_and_export(db_url: str, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(SPOTTER_DIR, tree)
