@@ -7,7 +7,7 @@ import binascii
 from datetime import datetime
 
 from . import jsoncodec
-from .errors import InvalidInputError, shown
+from .errors import InvalidInputError, brief
 from .ids import check_session_id
 
 
@@ -23,7 +23,7 @@ def decode(cursor: object) -> tuple[datetime, str]:
         InvalidInputError: not a cursor this store made.
     """
     if not isinstance(cursor, str) or len(cursor) > 200:
-        raise InvalidInputError(f"invalid cursor {shown(cursor)}: pass back a next_cursor")
+        raise InvalidInputError(f"invalid cursor {brief(cursor)}: pass back a next_cursor")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         at, session_id = jsoncodec.loads(raw)
@@ -32,5 +32,5 @@ def decode(cursor: object) -> tuple[datetime, str]:
             raise ValueError("cursor timestamp has no UTC offset")
         return when, check_session_id(session_id)
     except (binascii.Error, ValueError, TypeError, RecursionError, OverflowError):
-        message = f"invalid cursor {shown(cursor)}: pass back a next_cursor"
+        message = f"invalid cursor {brief(cursor)}: pass back a next_cursor"
         raise InvalidInputError(message) from None

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 
-def shown(value: Any, chars: int = 80) -> str:
+def brief(value: Any, chars: int = 80) -> str:
     """``repr`` of ``value`` cut short: an error names a value without copying a huge
     one, or recursing into a deep one (``repr`` of a list 2,000 levels deep raises)."""
     if isinstance(value, str):
@@ -147,7 +147,7 @@ class InvalidSessionIdError(InvalidInputError):
 
     def __init__(self, value: object) -> None:
         super().__init__(
-            f"invalid session id {shown(value)}: expected a 26-character ULID "
+            f"invalid session id {brief(value)}: expected a 26-character ULID "
             "(Crockford base32, e.g. 01J9Z3K7Q8R2V5X4W6Y0A1B2C3)"
         )
         self.value = value

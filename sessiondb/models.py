@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .errors import InvalidInputError, shown
+from .errors import InvalidInputError, brief
 
 _WIRE = ConfigDict(
     extra="allow",
@@ -333,7 +333,7 @@ def wire_message_error(data: Any) -> str | None:
         return f"expected an object, got {type(data).__name__}"
     role = data.get("role")
     if not isinstance(role, str) or role not in _ROLES:
-        return f"role must be one of user, assistant, toolResult; got {shown(role)}"
+        return f"role must be one of user, assistant, toolResult; got {brief(role)}"
     content = data.get("content")
     if isinstance(content, list):
         for i, block in enumerate(content):
@@ -427,10 +427,10 @@ def _usage_error(usage: Any) -> str | None:
     for key in _USAGE_INTS:
         value = usage.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool):
-            return f"usage.{key} must be an integer, got {shown(value)}"
+            return f"usage.{key} must be an integer, got {brief(value)}"
     total = usage.get("totalTokens")
     if total is not None and (not isinstance(total, int) or isinstance(total, bool)):
-        return f"usage.totalTokens must be an integer, got {shown(total)}"
+        return f"usage.totalTokens must be an integer, got {brief(total)}"
     cost = usage.get("cost")
     if cost is not None and not isinstance(cost, dict):
         return f"usage.cost must be an object, got {type(cost).__name__}"

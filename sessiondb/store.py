@@ -49,7 +49,7 @@ from .errors import (
     RecordNotFoundError,
     SeqConflictError,
     SessionNotFoundError,
-    shown,
+    brief,
 )
 from .ids import check_session_id, new_session_id
 from .models import (
@@ -388,7 +388,7 @@ class SessionStore:
         key: str | None = None,
     ) -> dict[str, Any]:
         if source not in ("interactive", "cron"):
-            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {shown(source)}")
+            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {brief(source)}")
         if source == "interactive" and cron_job_id is not None:
             raise InvalidInputError("cron_job_id is only for source='cron'")
         if metadata is not None and not isinstance(metadata, Mapping):
@@ -562,10 +562,10 @@ class SessionStore:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise InvalidInputError(
-                f"limit must be an integer in 1..{MAX_PAGE}, got {shown(limit)}"
+                f"limit must be an integer in 1..{MAX_PAGE}, got {brief(limit)}"
             )
         if source is not None and source not in ("interactive", "cron"):
-            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {shown(source)}")
+            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {brief(source)}")
         if parent_id is not None:
             check_session_id(parent_id)
         after = cursors.decode(cursor) if cursor is not None else None
@@ -910,7 +910,7 @@ class SessionStore:
         if last is None:
             bound = q.context(session_id, self.namespace, self._flavour)
         elif isinstance(last, bool) or not isinstance(last, int) or not 0 <= last < 2**63:
-            raise InvalidInputError(f"last must be a non-negative int or None, got {shown(last)}")
+            raise InvalidInputError(f"last must be a non-negative int or None, got {brief(last)}")
         else:
             bound = q.context_tail(session_id, self.namespace, self._flavour, last)
         rows = await self._backend.fetch(bound)
@@ -952,7 +952,7 @@ class SessionStore:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
             ):
-                raise InvalidInputError(f"{name} must be an int in 0..2**63-1, got {shown(value)}")
+                raise InvalidInputError(f"{name} must be an int in 0..2**63-1, got {brief(value)}")
         _check_bool(include_tombstoned, "include_tombstoned")
         _check_bool(include_superseded, "include_superseded")
         if kind_filter == ():
@@ -1001,12 +1001,12 @@ class SessionStore:
             or not 1 <= first_kept_seq < 2**63
         ):
             raise InvalidInputError(
-                f"first_kept_seq must be a positive int, got {shown(first_kept_seq)}"
+                f"first_kept_seq must be a positive int, got {brief(first_kept_seq)}"
             )
         _check_expected_seq(expected_seq)
         for name, files in (("read_files", read_files), ("modified_files", modified_files)):
             if isinstance(files, str | bytes) or not isinstance(files, Iterable):
-                raise InvalidInputError(f"{name} must be a list of paths, got {shown(files)}")
+                raise InvalidInputError(f"{name} must be a list of paths, got {brief(files)}")
         try:
             compaction = Compaction(
                 summary=summary,
@@ -1075,14 +1075,14 @@ class SessionStore:
         check_session_id(session_id)
         chosen = _prune_seqs(seqs)
         if not isinstance(marker, str) or not marker.strip():
-            raise InvalidInputError(f"marker must be a non-empty string, got {shown(marker)}")
+            raise InvalidInputError(f"marker must be a non-empty string, got {brief(marker)}")
         if (
             isinstance(tokens_freed, bool)
             or not isinstance(tokens_freed, int)
             or not 0 <= tokens_freed < 2**63
         ):
             raise InvalidInputError(
-                f"tokens_freed must be a non-negative int, got {shown(tokens_freed)}"
+                f"tokens_freed must be a non-negative int, got {brief(tokens_freed)}"
             )
         _check_expected_seq(expected_seq)
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
@@ -1139,7 +1139,7 @@ class SessionStore:
         """
         check_session_id(session_id)
         if not isinstance(seq, int) or isinstance(seq, bool) or not -(2**63) <= seq < 2**63:
-            raise InvalidInputError(f"seq must be a 64-bit int, got {shown(seq)}")
+            raise InvalidInputError(f"seq must be a 64-bit int, got {brief(seq)}")
         reason = column_text(reason, "reason")
 
         async def unit(tx: Transaction) -> list[Record]:
@@ -1401,7 +1401,7 @@ class SessionStore:
         """
         check_session_id(session_id)
         if at_seq is not None and (not isinstance(at_seq, int) or isinstance(at_seq, bool)):
-            raise InvalidInputError(f"at_seq must be an int or None, got {shown(at_seq)}")
+            raise InvalidInputError(f"at_seq must be an int or None, got {brief(at_seq)}")
         name = bounded_text(name, "name", MAX_NAME_CHARS)
         _check_bool(detach, "detach")
         child_id = new_session_id()
@@ -1417,7 +1417,7 @@ class SessionStore:
             if not 0 <= point <= head:
                 raise InvalidInputError(
                     f"at_seq must be an int in 0..{head} (the head of {session_id}), "
-                    f"got {shown(at_seq)}"
+                    f"got {brief(at_seq)}"
                 )
             if point < head and await self._splits_pair(tx, session_id, point):
                 raise InvalidInputError(
@@ -1569,7 +1569,7 @@ def _first_error(exc: ValidationError) -> str:
 
 def _check_bool(value: object, name: str) -> None:
     if not isinstance(value, bool):
-        raise InvalidInputError(f"{name} must be True or False, got {shown(value)}")
+        raise InvalidInputError(f"{name} must be True or False, got {brief(value)}")
 
 
 def _check_expected_seq(expected_seq: object) -> None:
@@ -1578,7 +1578,7 @@ def _check_expected_seq(expected_seq: object) -> None:
         isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
     ):
         raise InvalidInputError(
-            f"expected_seq must be a non-negative int, got {shown(expected_seq)}"
+            f"expected_seq must be a non-negative int, got {brief(expected_seq)}"
         )
 
 
@@ -1588,13 +1588,13 @@ def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:
         return None
     if isinstance(kinds, str | bytes) or not isinstance(kinds, Iterable):
         raise InvalidInputError(
-            f"kinds must be a list of kind names ({', '.join(KINDS)}), got {shown(kinds)}"
+            f"kinds must be a list of kind names ({', '.join(KINDS)}), got {brief(kinds)}"
         )
     chosen = []
     for kind in kinds:
         if not isinstance(kind, str) or kind not in KINDS:
             raise InvalidInputError(
-                f"unknown record kind {shown(kind)}; kinds are {', '.join(KINDS)}"
+                f"unknown record kind {brief(kind)}; kinds are {', '.join(KINDS)}"
             )
         chosen.append(kind)
     # Sorted and unique: one cached statement per set of kinds.
@@ -1611,7 +1611,7 @@ def _prune_seqs(seqs: Sequence[int]) -> list[int]:
         raise InvalidInputError(f"at most {MAX_PRUNE_SEQS} seqs per prune, got {len(seqs)}")
     for seq in seqs:
         if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**63:
-            raise InvalidInputError(f"each seq must be a positive 64-bit int, got {shown(seq)}")
+            raise InvalidInputError(f"each seq must be a positive 64-bit int, got {brief(seq)}")
     if len(set(seqs)) != len(seqs):
         raise InvalidInputError("the same seq appears twice in seqs")
     return sorted(seqs)

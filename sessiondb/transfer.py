@@ -64,7 +64,7 @@ from .errors import (
     DatabaseError,
     InvalidInputError,
     SessionDBError,
-    shown,
+    brief,
 )
 from .formats import (
     BAD_LINES_KEPT,
@@ -785,7 +785,7 @@ class _Rows:
                 check_record_size(row.payload, self.max_bytes, where)
             except InvalidInputError as exc:
                 # The uuid finds the line in the file (a record is not always one line).
-                known = f" (uuid {shown(record.uuid)})" if record.uuid is not None else ""
+                known = f" (uuid {brief(record.uuid)})" if record.uuid is not None else ""
                 raise _Refused(f"{exc}{known}") from exc
             if row.uuid is not None:
                 if row.uuid in self.uuids:

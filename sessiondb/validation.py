@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import jsoncodec
-from .errors import InvalidInputError, shown
+from .errors import InvalidInputError, brief
 from .jsoncodec import MAX_JSON_DEPTH
 
 
@@ -18,11 +18,11 @@ def column_text(value: Any, what: str, *, optional: bool = True) -> str | None:
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
     if "\x00" in value:
-        raise InvalidInputError(f"{what} must not contain NUL characters: {shown(value)}")
+        raise InvalidInputError(f"{what} must not contain NUL characters: {brief(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{what} must not contain lone surrogates: {shown(value)}") from exc
+        raise InvalidInputError(f"{what} must not contain lone surrogates: {brief(value)}") from exc
     return value
 
 
@@ -42,7 +42,7 @@ def bounded_text(value: Any, what: str, limit: int, *, optional: bool = True) ->
     text = column_text(value, what, optional=optional)
     if text is not None and len(text) > limit:
         raise InvalidInputError(
-            f"{what} must be at most {limit} characters, got {len(text)}: {shown(text, 40)}"
+            f"{what} must be at most {limit} characters, got {len(text)}: {brief(text, 40)}"
         )
     return text
 
@@ -135,11 +135,11 @@ def check_depth(value: Any, what: str, text: str | bytes | None = None) -> None:
 def strict_int(value: Any, what: str, *, minimum: int | None = None) -> int:
     """An int (not a bool) within 64 bits and at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{what} must be an int, got {shown(value)}")
+        raise InvalidInputError(f"{what} must be an int, got {brief(value)}")
     low = -(2**63) if minimum is None else minimum
     if not low <= value < 2**63:
         bound = f">= {minimum} and " if minimum is not None else ""
-        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {shown(value)}")
+        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {brief(value)}")
     return value
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from ..errors import InvalidInputError, shown
+from ..errors import InvalidInputError, brief
 from ..models import Message
 from ..validation import check_depth
 
@@ -105,7 +105,7 @@ def paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if role == "toolResult":
             if message.get("toolCallId") not in answered:
                 raise InvalidInputError(
-                    f"messages[{index}]: tool result {shown(message.get('toolCallId'))} answers "
+                    f"messages[{index}]: tool result {brief(message.get('toolCallId'))} answers "
                     "no tool call before it"
                 )
             continue
@@ -210,7 +210,7 @@ def count(value: Any, where: str) -> int:
     if value is None:
         return 0
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInputError(f"{where} must be a non-negative integer, got {shown(value)}")
+        raise InvalidInputError(f"{where} must be a non-negative integer, got {brief(value)}")
     return value
 
 

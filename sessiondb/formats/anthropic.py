@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidInputError, shown
+from ..errors import InvalidInputError, brief
 from ..models import Message
 from . import _provider as p
 
@@ -73,7 +73,7 @@ def to_anthropic(
         InvalidInputError: an item is not a message, or a tool result answers no call.
     """
     if system_prompt is not None and not isinstance(system_prompt, str):
-        raise InvalidInputError(f"system_prompt must be a string, got {shown(system_prompt)}")
+        raise InvalidInputError(f"system_prompt must be a string, got {brief(system_prompt)}")
     out: list[dict[str, Any]] = []
     for message in p.paired(p.wire_messages(messages)):
         role = "assistant" if message["role"] == "assistant" else "user"
@@ -171,10 +171,10 @@ def from_anthropic(response: Mapping[str, Any]) -> list[Message]:
     if payload.get("type") == "error":
         error = payload.get("error")
         detail = error.get("message") if isinstance(error, dict) else None
-        raise InvalidInputError(f"response is an API error: {shown(detail or error)}")
+        raise InvalidInputError(f"response is an API error: {brief(detail or error)}")
     role = payload.get("role", "assistant")
     if role != "assistant":
-        raise InvalidInputError(f"response.role must be 'assistant', got {shown(role)}")
+        raise InvalidInputError(f"response.role must be 'assistant', got {brief(role)}")
     content = [
         _from_block(p.obj(block, f"response.content[{i}]"), f"response.content[{i}]")
         for i, block in enumerate(p.array(payload.get("content"), "response.content"))
@@ -238,6 +238,6 @@ def _from_block(block: dict[str, Any], where: str) -> dict[str, Any]:
             }
         raise InvalidInputError(f"{where}: only base64 images can be stored")
     if kind in ("toolCall", "toolResult"):
-        raise InvalidInputError(f"{where}: {shown(kind)} is not an Anthropic block type")
+        raise InvalidInputError(f"{where}: {brief(kind)} is not an Anthropic block type")
     # redacted_thinking, server_tool_use, web_search_tool_result, …: kept as they came.
     return block

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from ..errors import InvalidInputError, shown
+from ..errors import InvalidInputError, brief
 from ..models import Message
 from . import _provider as p
 
@@ -52,10 +52,10 @@ def to_openai_chat(
         InvalidInputError: an item is not a message, or a tool result answers no call.
     """
     if system_prompt is not None and not isinstance(system_prompt, str):
-        raise InvalidInputError(f"system_prompt must be a string, got {shown(system_prompt)}")
+        raise InvalidInputError(f"system_prompt must be a string, got {brief(system_prompt)}")
     if system_role not in ("system", "developer"):
         raise InvalidInputError(
-            f"system_role must be 'system' or 'developer', got {shown(system_role)}"
+            f"system_role must be 'system' or 'developer', got {brief(system_role)}"
         )
     out: list[dict[str, Any]] = []
     if system_prompt is not None:
@@ -143,7 +143,7 @@ def from_openai_chat(response: Mapping[str, Any], choice: int = 0) -> list[Messa
     if "error" in payload and "choices" not in payload:
         error = payload["error"]
         detail = error.get("message") if isinstance(error, dict) else error
-        raise InvalidInputError(f"response is an API error: {shown(detail)}")
+        raise InvalidInputError(f"response is an API error: {brief(detail)}")
     choices = p.array(payload.get("choices"), "response.choices")
     if not 0 <= choice < len(choices):
         raise InvalidInputError(f"response has {len(choices)} choice(s); no choice {choice}")
@@ -153,7 +153,7 @@ def from_openai_chat(response: Mapping[str, Any], choice: int = 0) -> list[Messa
     where += ".message"
     role = message.get("role", "assistant")
     if role != "assistant":
-        raise InvalidInputError(f"{where}.role must be 'assistant', got {shown(role)}")
+        raise InvalidInputError(f"{where}.role must be 'assistant', got {brief(role)}")
     content: list[dict[str, Any]] = []
     reasoning = p.optional_text(message.get("reasoning_content"), f"{where}.reasoning_content")
     if reasoning:
@@ -193,7 +193,7 @@ def _texts(value: Any, where: str) -> list[dict[str, Any]]:
             refusal = p.text(part.get("refusal"), f"{where}[{i}].refusal")
             out.append({"type": "text", "text": refusal, "refusal": True})
         else:
-            raise InvalidInputError(f"{where}[{i}]: unexpected part type {shown(part.get('type'))}")
+            raise InvalidInputError(f"{where}[{i}]: unexpected part type {brief(part.get('type'))}")
     return out
 
 
@@ -201,7 +201,7 @@ def _tool_call(call: dict[str, Any], where: str) -> dict[str, Any]:
     kind = call.get("type", "function")
     if kind != "function":
         raise InvalidInputError(
-            f"{where}: only function tool calls are supported, got {shown(kind)}"
+            f"{where}: only function tool calls are supported, got {brief(kind)}"
         )
     function = p.obj(call.get("function"), f"{where}.function")
     arguments, written = p.parse_arguments(

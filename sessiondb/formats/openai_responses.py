@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import InvalidInputError, shown
+from ..errors import InvalidInputError, brief
 from ..models import Message
 from . import _provider as p
 
@@ -83,10 +83,10 @@ def to_openai_responses(
         InvalidInputError: an item is not a message, or a tool result answers no call.
     """
     if system_prompt is not None and not isinstance(system_prompt, str):
-        raise InvalidInputError(f"system_prompt must be a string, got {shown(system_prompt)}")
+        raise InvalidInputError(f"system_prompt must be a string, got {brief(system_prompt)}")
     if system_as not in ("instructions", "developer", "system"):
         raise InvalidInputError(
-            f"system_as must be 'instructions', 'developer' or 'system', got {shown(system_as)}"
+            f"system_as must be 'instructions', 'developer' or 'system', got {brief(system_as)}"
         )
     items: list[dict[str, Any]] = []
     instructions = system_prompt if system_as == "instructions" else None
@@ -203,7 +203,7 @@ def from_openai_responses(response: Mapping[str, Any]) -> list[Message]:
     error = payload.get("error")
     if error is not None or payload.get("status") == "failed":
         detail = error.get("message") if isinstance(error, dict) else error
-        raise InvalidInputError(f"response failed: {shown(detail)}")
+        raise InvalidInputError(f"response failed: {brief(detail)}")
     content: list[dict[str, Any]] = []
     for i, item in enumerate(p.array(payload.get("output"), "response.output")):
         content.extend(_from_item(p.obj(item, f"response.output[{i}]"), f"response.output[{i}]"))
@@ -223,7 +223,7 @@ def _from_item(item: dict[str, Any], where: str) -> list[dict[str, Any]]:
     if kind == "message":
         role = item.get("role")
         if role != "assistant":
-            raise InvalidInputError(f"{where}.role must be 'assistant', got {shown(role)}")
+            raise InvalidInputError(f"{where}.role must be 'assistant', got {brief(role)}")
         item_id = p.optional_text(item.get("id"), f"{where}.id")
         out = []
         for j, part in enumerate(p.array(item.get("content"), f"{where}.content")):
@@ -241,7 +241,7 @@ def _from_item(item: dict[str, Any], where: str) -> list[dict[str, Any]]:
                 block = {"type": "text", "text": p.text(part.get("refusal"), f"{at}.refusal")}
                 block["refusal"] = True
             else:
-                raise InvalidInputError(f"{at}: unexpected part type {shown(part.get('type'))}")
+                raise InvalidInputError(f"{at}: unexpected part type {brief(part.get('type'))}")
             if item_id is not None:
                 block["itemId"] = item_id
             out.append(block)
