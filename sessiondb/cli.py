@@ -92,22 +92,23 @@ def build_parser() -> argparse.ArgumentParser:
     compact.set_defaults(handler=_compact)
     _add_transfer_commands(commands)
 
-    prune = commands.add_parser(
-        "prune",
+    expire = commands.add_parser(
+        "expire",
+        aliases=["prune"],  # its name until 0.x; the tool-result prune is another thing
         help="retention: delete sessions idle for longer than an age (forks' lineage kept)",
     )
-    prune.add_argument(
+    expire.add_argument(
         "--older-than",
         required=True,
         metavar="AGE",
         help="idle time after which a session goes: 30d, 12h, 90m, 45s, 2w",
     )
-    prune.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
-    prune.add_argument(
+    expire.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
+    expire.add_argument(
         "--batch-size", type=int, default=100, metavar="N", help="sessions per transaction"
     )
-    prune.add_argument("--json", action="store_true", help="print JSON for scripts")
-    prune.set_defaults(handler=_prune)
+    expire.add_argument("--json", action="store_true", help="print JSON for scripts")
+    expire.set_defaults(handler=_expire)
     return parser
 
 
@@ -381,9 +382,9 @@ async def _rm(store: SessionStore, args: argparse.Namespace, out: TextIO) -> Non
         print(f"deleted {shown(session_id)}", file=out)
 
 
-async def _prune(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+async def _expire(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
     age = retention.parse_age(args.older_than)
-    report = await store.prune(age, dry_run=args.dry_run, batch_size=args.batch_size)
+    report = await store.expire(age, dry_run=args.dry_run, batch_size=args.batch_size)
     if args.json:
         data = {
             "namespace": report.namespace,
@@ -519,8 +520,7 @@ async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
     reports = []
     for path in args.paths:
         with _ImportProgress(path) as progress:
-            report = await transfer.import_path(
-                store,
+            report = await store.import_path(
                 path,
                 format=args.format,
                 strict=args.strict,
@@ -628,11 +628,10 @@ class _ImportProgress:
 
 async def _export(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
     if args.all:
-        written = await transfer.export_all(store, args.out, format=args.format)
+        written = await store.export_all(args.out, format=args.format)
     else:
         written = {
-            sid: await transfer.export_session(store, sid, args.out, format=args.format)
-            for sid in args.ids
+            sid: await store.export_session(sid, args.out, format=args.format) for sid in args.ids
         }
     for sid, paths in written.items():
         for path in paths:

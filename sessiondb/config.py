@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -106,6 +106,19 @@ class ConnectOptions:
         )
 
 
+class StoreOptions(TypedDict, total=False):
+    """The keyword options of :meth:`SessionStore.open` and :meth:`SessionStore.connect`:
+    those of :class:`ConnectOptions`, and ``max_record_bytes`` (:class:`Settings`)."""
+
+    connect_timeout: float
+    pool_min_size: int
+    pool_max_size: int
+    server_settings: Mapping[str, str] | None
+    ssl: Any
+    connect_args: Mapping[str, Any] | None
+    max_record_bytes: int
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where the sessions live and whose they are. Validated when built."""
@@ -168,6 +181,33 @@ class Settings:
             if ns_var and str(exc).startswith("namespace"):
                 raise ConfigurationError(f"{ns_var}: {exc}") from exc
             raise
+
+    @classmethod
+    def from_options(
+        cls, url: str | None, namespace: str | None, options: StoreOptions
+    ) -> Settings:
+        """:meth:`from_env` with the keyword options of :meth:`SessionStore.open`."""
+        unknown = sorted(set(options) - set(StoreOptions.__annotations__))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown option(s) {', '.join(unknown)}; the store takes "
+                f"{', '.join(StoreOptions.__annotations__)}"
+            )
+        # The type, never the value: connect_args carries passwords.
+        for name in ("server_settings", "connect_args"):
+            value = options.get(name)
+            if value is not None and not isinstance(value, Mapping):
+                raise ConfigurationError(f"{name} must be a dict, got {type(value).__name__}")
+        connect = ConnectOptions(
+            connect_timeout=options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+            pool_min_size=options.get("pool_min_size", 0),
+            pool_max_size=options.get("pool_max_size", DEFAULT_POOL_MAX_SIZE),
+            server_settings=dict(options.get("server_settings") or {}),
+            ssl=options.get("ssl"),
+            connect_args=dict(options.get("connect_args") or {}),
+        )
+        max_bytes = options.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
+        return cls.from_env(url, namespace, connect, max_bytes)
 
     @property
     def is_sqlite(self) -> bool:

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from .errors import InvalidInputError, brief
+from .kinds import RecordKind as RecordKind
 
 _WIRE = ConfigDict(
     extra="allow",
@@ -175,9 +176,6 @@ class Prune(WireModel):
     seqs: list[int]
     marker: str
     tokens_freed: int = 0
-
-
-RecordKind = Literal["message", "compaction", "tombstone", "entry", "prune"]
 
 
 class Record(BaseModel):
@@ -443,20 +441,3 @@ def wire_text(data: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(b["text"] for b in content if b.get("type") == "text")
-
-
-def wire_usage(data: dict[str, Any]) -> tuple[tuple[int, int, int, int], float]:
-    """``((input, output, cache_read, cache_write), cost)`` of a checked message."""
-    usage = data.get("usage")
-    if not usage:
-        return (0, 0, 0, 0), 0.0
-    cost = (usage.get("cost") or {}).get("total", 0.0)
-    return (
-        (
-            usage.get("input", 0),
-            usage.get("output", 0),
-            usage.get("cacheRead", 0),
-            usage.get("cacheWrite", 0),
-        ),
-        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0,
-    )

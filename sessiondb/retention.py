@@ -25,7 +25,7 @@ from .rows import utc
 from .validation import column_text
 
 if TYPE_CHECKING:
-    from .store import SessionStore
+    from .core import Core
 
 DEFAULT_BATCH = 100
 MAX_BATCH = 10_000
@@ -61,7 +61,7 @@ def parse_age(text: object) -> timedelta:
 
 @dataclass
 class RetentionReport:
-    """What :meth:`SessionStore.prune` deleted (or, in a dry run, would delete)."""
+    """What :meth:`SessionStore.expire` deleted (or, in a dry run, would delete)."""
 
     namespace: str
     cutoff: datetime
@@ -128,7 +128,7 @@ class _Plan:
 
 
 def _plan(rows: list[Any], skip: set[str]) -> _Plan:
-    """Decide per root from :func:`statements.prune_plan`'s rows (ordered by root, then
+    """Decide per root from :func:`statements.expiry_plan`'s rows (ordered by root, then
     deepest first)."""
     trees: dict[str, list[Any]] = {}
     for r in rows:
@@ -152,21 +152,21 @@ def _plan(rows: list[Any], skip: set[str]) -> _Plan:
     return plan
 
 
-async def prune(
-    store: SessionStore,
+async def expire(
+    core: Core,
     cutoff: datetime,
     *,
     dry_run: bool,
     namespace: str,
     batch_size: int,
 ) -> RetentionReport:
-    """See :meth:`SessionStore.prune`."""
+    """See :meth:`SessionStore.expire`."""
     report = RetentionReport(namespace=namespace, cutoff=cutoff, dry_run=dry_run)
-    backend, flavour = store._backend, store._flavour
+    backend, flavour = core.backend, core.flavour
     done: set[str] = set()  # deleted, or would be: not planned twice
     after: tuple[datetime, str] | None = None
     while True:
-        bound = q.prune_candidates(namespace, cutoff, after=after, limit=batch_size)
+        bound = q.expiry_candidates(namespace, cutoff, after=after, limit=batch_size)
         found = await backend.fetch(bound)
         if not found:
             break
@@ -175,11 +175,11 @@ async def prune(
         if not ids:
             continue
         if dry_run:
-            look = q.prune_plan(ids, namespace, cutoff, flavour, lock=False)
+            look = q.expiry_plan(ids, namespace, cutoff, flavour, lock=False)
             plan = _plan(await backend.fetch(look), done)
         else:
-            look = q.prune_plan(ids, namespace, cutoff, flavour, lock=True)
-            plan = await _delete_batch(store, look, done)
+            look = q.expiry_plan(ids, namespace, cutoff, flavour, lock=True)
+            plan = await _delete_batch(core, look, done)
         report.batches += 1
         report.deleted.extend(plan.delete)
         report.kept_for_forks.extend(plan.for_forks)
@@ -188,8 +188,8 @@ async def prune(
     return report
 
 
-async def _delete_batch(store: SessionStore, plan_bound: q.Bound, done: set[str]) -> _Plan:
-    flavour = store._flavour
+async def _delete_batch(core: Core, plan_bound: q.Bound, done: set[str]) -> _Plan:
+    flavour = core.flavour
 
     async def unit(tx: Transaction) -> _Plan:
         plan = _plan(await tx.fetch(plan_bound), done)
@@ -200,7 +200,7 @@ async def _delete_batch(store: SessionStore, plan_bound: q.Bound, done: set[str]
 
     for _attempt in range(ATTEMPTS):
         try:
-            return await store._transact(unit)
+            return await core.transact(unit)
         except IntegrityViolation:
             continue  # a fork was created under a session meanwhile: plan again
     raise ConflictError("retention: sessions kept being forked while being deleted; try again")

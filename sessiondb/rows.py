@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from . import jsoncodec
 from .errors import InvalidInputError
+from .ids import new_session_id
 from .models import (
     Compaction,
     Message,
@@ -26,10 +27,9 @@ from .models import (
     TurnInfo,
     wire_message,
     wire_text,
-    wire_usage,
 )
 from .naming import derive_name
-from .validation import column_text, to_json
+from .validation import check_source, column_text, session_fields, session_key, to_json
 
 
 @dataclass(slots=True)
@@ -147,12 +147,136 @@ def _storable(value: Any) -> str | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class TokenCounts:
+    """Token totals, as a message's ``usage`` and a session's head count them."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @classmethod
+    def of_usage(cls, usage: Mapping[str, Any]) -> TokenCounts:
+        """The counts of a checked message's ``usage`` object."""
+        return cls(
+            usage.get("input", 0),
+            usage.get("output", 0),
+            usage.get("cacheRead", 0),
+            usage.get("cacheWrite", 0),
+        )
+
+    def __add__(self, other: TokenCounts) -> TokenCounts:
+        return TokenCounts(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+        )
+
+    def columns(self) -> dict[str, int]:
+        """The session row's token columns."""
+        return {
+            "input_tokens": self.input,
+            "output_tokens": self.output,
+            "cache_read_tokens": self.cache_read,
+            "cache_write_tokens": self.cache_write,
+        }
+
+
+def head_counters(
+    last_seq: int = 0,
+    message_count: int = 0,
+    tokens: TokenCounts = TokenCounts(),  # frozen: one shared zero is fine
+    cost_total: float = 0.0,
+) -> dict[str, Any]:
+    """The session row's head counters: what an append moves forward."""
+    return {
+        "last_seq": last_seq,
+        "message_count": message_count,
+        **tokens.columns(),
+        "cost_total": cost_total,
+    }
+
+
+#: The head counters' column names, in the order :func:`head_counters` gives them.
+HEAD_COUNTERS = tuple(head_counters())
+
+
+def session_row(
+    session_id: str,
+    namespace: str,
+    *,
+    created_at: datetime,
+    last_message_at: datetime,
+    source: str,
+    fields: Mapping[str, Any],
+    counters: Mapping[str, Any] | None = None,
+    parent_id: str | None = None,
+    fork_seq: int | None = None,
+    key: str | None = None,
+) -> dict[str, Any]:
+    """A session row, every column named: the one place that spells it out.
+
+    ``fields`` are the caller's checked fields (:func:`validation.session_fields`);
+    ``counters`` the head (:func:`head_counters`), zero when not given.
+    """
+    return {
+        "id": session_id,
+        "namespace": namespace,
+        "created_at": created_at,
+        "last_message_at": last_message_at,
+        "source": source,
+        **fields,
+        **(counters if counters is not None else head_counters()),
+        "parent_id": parent_id,
+        "fork_seq": fork_seq,
+        "key": key,
+    }
+
+
+def new_session_row(
+    namespace: str,
+    max_bytes: int,
+    now: datetime,
+    *,
+    name: str | None = None,
+    model: str | None = None,
+    source: str = "interactive",
+    cron_job_id: str | None = None,
+    system_prompt_override: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    key: str | None = None,
+) -> dict[str, Any]:
+    """The row of a new, empty session with a new id, its caller's fields checked."""
+    check_source(source, cron_job_id)
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"metadata must be a dict, got {type(metadata).__name__}")
+    fields = session_fields(
+        name,
+        model,
+        cron_job_id,
+        system_prompt_override,
+        None if metadata is None else dict(metadata),
+        max_bytes,
+    )
+    return session_row(
+        new_session_id(),
+        namespace,
+        created_at=now,
+        last_message_at=now,
+        source=source,
+        fields=fields,
+        key=session_key(key) if key is not None else None,
+    )
+
+
 @dataclass(frozen=True)
 class HeadDelta:
     """What appending some records adds to the session's head."""
 
     messages: int
-    tokens: tuple[int, int, int, int]
+    tokens: TokenCounts
     cost: float
     name: str | None
 
@@ -160,16 +284,15 @@ class HeadDelta:
     def of(cls, rows: Sequence[NewRecord], *, name: bool = True) -> HeadDelta:
         """The delta of ``rows``; ``name=False`` skips deriving a name (the session has one)."""
         messages = [r.wire for r in rows if r.wire is not None]
-        tokens = [0, 0, 0, 0]
+        tokens = TokenCounts()
         cost = 0.0
         for m in messages:
             if "usage" in m:
-                t, c = wire_usage(m)
-                tokens = [a + b for a, b in zip(tokens, t, strict=True)]
-                cost += c
+                tokens += TokenCounts.of_usage(m["usage"] or {})
+                cost += usage_cost(m)
         first_user = next((m for m in messages if m["role"] == "user"), None) if name else None
         derived = derive_name(wire_text(first_user)) if first_user is not None else None
-        return cls(len(messages), (tokens[0], tokens[1], tokens[2], tokens[3]), cost, derived)
+        return cls(len(messages), tokens, cost, derived)
 
     def head(
         self, session_id: str, namespace: str, count: int, at: datetime, expected_seq: int | None
@@ -182,13 +305,22 @@ class HeadDelta:
             "messages": self.messages,
             "at": at,
             "name": self.name,
-            "d_input": self.tokens[0],
-            "d_output": self.tokens[1],
-            "d_cache_read": self.tokens[2],
-            "d_cache_write": self.tokens[3],
+            "d_input": self.tokens.input,
+            "d_output": self.tokens.output,
+            "d_cache_read": self.tokens.cache_read,
+            "d_cache_write": self.tokens.cache_write,
             "d_cost": self.cost,
             "expected": expected_seq,
         }
+
+
+def usage_cost(data: dict[str, Any]) -> float:
+    """The ``usage.cost.total`` of a checked message, 0.0 when it has none."""
+    usage = data.get("usage")
+    if not usage:
+        return 0.0
+    cost = (usage.get("cost") or {}).get("total", 0.0)
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0
 
 
 # -- reading ------------------------------------------------------------------------------

@@ -1126,7 +1126,7 @@ def _session_with_turn(flavour: str) -> Select[Any]:
 # -- retention (sessiondb.retention) ----------------------------------------------------------
 
 
-def prune_candidates(
+def expiry_candidates(
     namespace: str, cutoff: datetime, *, after: tuple[datetime, str] | None, limit: int
 ) -> Bound:
     """``(id, last_message_at)`` of the namespace's sessions last active before
@@ -1134,11 +1134,11 @@ def prune_candidates(
     params: dict[str, Any] = {"ns": namespace, "cutoff": cutoff, "limit": limit}
     if after is not None:
         params["after_at"], params["after_id"] = after
-    return _prune_candidates(after is not None), params
+    return _expiry_candidates(after is not None), params
 
 
 @cache
-def _prune_candidates(has_after: bool) -> Select[Any]:
+def _expiry_candidates(has_after: bool) -> Select[Any]:
     s = sessions.c
     stmt = select(s.id, s.last_message_at).where(
         s.namespace == NS, s.last_message_at < bindparam("cutoff", type_=UTCDateTime())
@@ -1154,7 +1154,7 @@ def _prune_candidates(has_after: bool) -> Select[Any]:
     return stmt.order_by(s.last_message_at, s.id).limit(bindparam("limit", type_=BigInteger()))
 
 
-def prune_plan(
+def expiry_plan(
     ids: list[str], namespace: str, cutoff: datetime, flavour: str, *, lock: bool
 ) -> Bound:
     """For each of ``ids`` in the namespace (a ``root``), it and every session forked from
@@ -1163,11 +1163,11 @@ def prune_plan(
     ``busy`` (a turn row is live on it). ``lock``: on Postgres, lock the rows, so that no
     append or fork slips in between this look and the delete."""
     params = {"ids": list_param(ids, flavour), "ns": namespace, "cutoff": cutoff}
-    return _prune_plan(flavour, lock), params
+    return _expiry_plan(flavour, lock), params
 
 
 @cache
-def _prune_plan(flavour: str, lock: bool) -> Select[Any]:
+def _expiry_plan(flavour: str, lock: bool) -> Select[Any]:
     s = sessions.c
     base = (
         select(s.id.label("root"), s.id, const(0).label("depth"))

@@ -3,128 +3,57 @@ maps the result to models. Which database is behind it is the backend's business
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Coroutine,
-    Iterable,
-    Mapping,
-    Sequence,
-)
-from datetime import UTC, datetime, timedelta
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Unpack
 
 from pydantic import ValidationError
 
+from . import bulk, forks, lifecycle, overlays, retention, transfer, turns
 from . import context as ctx
 from . import cursor as cursors
-from . import jsoncodec, retention, transfer, turns
 from . import migrate as migrations
 from . import statements as q
-from .backends import Backend, IntegrityViolation, Transaction, open_backend
-from .backends.base import retrying
+from .backends import Backend
 from .compaction import engine as compaction
-from .compaction.engine import (
-    AutoCompactOutcome,
-    CircuitBreaker,
-    CompactionResult,
-    EventHook,
-)
-from .compaction.plan import CompactionPlan
+from .compaction.breaker import CircuitBreaker
 from .compaction.prune import PRUNED_MARKER
-from .compaction.settings import CompactionSettings
-from .compaction.summarizers import Summarizer
-from .compaction.tokens import Tokenizer
-from .config import ConnectOptions, Settings
+from .config import Settings, StoreOptions
+from .core import Core, check_expected_seq, now
 from .errors import (
     ConfigurationError,
-    ConflictError,
-    DatabaseUnavailableError,
-    HasChildrenError,
     InvalidInputError,
-    RecordNotFoundError,
-    SeqConflictError,
     SessionNotFoundError,
     brief,
 )
-from .ids import check_session_id, new_session_id
-from .models import (
-    Compaction,
-    Message,
-    NewSession,
-    Prune,
-    Record,
-    SessionInfo,
-    SessionPage,
-    Tombstone,
-)
-from .rows import (
-    HeadDelta,
-    NewRecord,
-    message_record,
-    parse_messages,
-    records_from_rows,
-    session_info,
-    utc,
-)
-from .tables import records, sessions
+from .ids import check_session_id
+from .kinds import KINDS
+from .models import Compaction, Message, NewSession, Prune, Record, SessionInfo, SessionPage
+from .rows import new_session_row, records_from_rows, session_info, utc
 from .transfer import ImportProgress, ImportReport
 from .turns import Turn
 from .validation import (
     MAX_NAME_CHARS,
     bounded_text,
-    check_record_size,
+    check_bool,
+    check_list,
+    check_source,
     column_text,
-    session_fields,
+    first_error,
+    prune_seqs,
+    record_kinds,
     session_key,
     strict_int,
-    to_json,
 )
 
-T = TypeVar("T")
-
 MAX_PAGE = 1000
-UUID_CONSTRAINT = "uq_sessiondb_records_session_id_uuid"
-KEY_INDEX = "ix_sessiondb_sessions_namespace_key"
 # What session_for_key passes on to create_session.
 _CREATE_ARGS = frozenset(
     ("name", "model", "source", "cron_job_id", "system_prompt_override", "metadata")
 )
-KINDS = ("message", "compaction", "tombstone", "entry", "prune")
-# The largest number of tool results one prune record may name.
-MAX_PRUNE_SEQS = 10_000
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-class _NamedSessions:
-    """Ids of sessions known to have a name, so appends skip deriving one (~40 µs).
-
-    Bounded; forgetting an id only costs one derivation, which the SQL then ignores.
-    """
-
-    LIMIT = 10_000
-
-    def __init__(self) -> None:
-        self._ids: set[str] = set()
-
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._ids
-
-    def add(self, session_id: str) -> None:
-        if len(self._ids) >= self.LIMIT:
-            self._ids.clear()
-        self._ids.add(session_id)
-
-
-class _DuplicateUuid(Exception):
-    """A concurrent writer stored a record with the same uuid first; retry."""
 
 
 class SessionStore:
@@ -147,29 +76,27 @@ class SessionStore:
             settings = Settings.from_env(settings)
         self.settings = settings
         self.namespace = settings.namespace
-        self._backend = backend if backend is not None else open_backend(settings)
-        self._flavour = self._backend.flavour
-        self._named = _NamedSessions()
-        self._compaction_breaker = CircuitBreaker()
-        self._turns_table = True
-        self._max_record_bytes = settings.max_record_bytes
-        # Work a call leaves running after it returns (the ANALYZE after a bulk import).
-        self._background: set[asyncio.Task[None]] = set()
+        self._core = Core(settings, backend)
+
+    @property
+    def core(self) -> Core:
+        """The store's core (:mod:`sessiondb.core`): its backend, the retrying
+        transaction and the append primitive, shared with sessiondb's feature modules
+        (turns, retention, import and export). For code that builds on sessiondb the way
+        those modules do; an application needs only the store's methods."""
+        return self._core
+
+    @property
+    def compaction_breaker(self) -> CircuitBreaker:
+        """The store's auto-compaction circuit breaker: failures in a row, by session,
+        counted by :meth:`maybe_compact` (and :func:`sessiondb.compaction.maybe_compact`
+        with this store); ``reset`` lets it try again."""
+        return self._core.compaction_breaker
 
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls,
-        url: str | None = None,
-        namespace: str | None = None,
-        *,
-        connect_timeout: float = ConnectOptions.connect_timeout,
-        pool_min_size: int = ConnectOptions.pool_min_size,
-        pool_max_size: int = ConnectOptions.pool_max_size,
-        server_settings: Mapping[str, str] | None = None,
-        ssl: Any = None,
-        connect_args: Mapping[str, Any] | None = None,
-        max_record_bytes: int = Settings.max_record_bytes,
+        cls, url: str | None = None, namespace: str | None = None, **options: Unpack[StoreOptions]
     ) -> AsyncIterator[SessionStore]:
         """Open a store; closes its connections on exit.
 
@@ -192,17 +119,7 @@ class SessionStore:
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
         """
-        store = await cls.connect(
-            url,
-            namespace,
-            connect_timeout=connect_timeout,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-            server_settings=server_settings,
-            ssl=ssl,
-            connect_args=connect_args,
-            max_record_bytes=max_record_bytes,
-        )
+        store = await cls.connect(url, namespace, **options)
         try:
             yield store
         finally:
@@ -210,17 +127,7 @@ class SessionStore:
 
     @classmethod
     async def connect(
-        cls,
-        url: str | None = None,
-        namespace: str | None = None,
-        *,
-        connect_timeout: float = ConnectOptions.connect_timeout,
-        pool_min_size: int = ConnectOptions.pool_min_size,
-        pool_max_size: int = ConnectOptions.pool_max_size,
-        server_settings: Mapping[str, str] | None = None,
-        ssl: Any = None,
-        connect_args: Mapping[str, Any] | None = None,
-        max_record_bytes: int = Settings.max_record_bytes,
+        cls, url: str | None = None, namespace: str | None = None, **options: Unpack[StoreOptions]
     ) -> SessionStore:
         """A store for a service to keep for its lifetime: ``store = await
         SessionStore.connect(url)`` at start-up, ``await store.close()`` at shut-down.
@@ -230,24 +137,7 @@ class SessionStore:
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
         """
-        # The type, never the value: connect_args carries passwords.
-        if server_settings is not None and not isinstance(server_settings, Mapping):
-            raise ConfigurationError(
-                f"server_settings must be a dict, got {type(server_settings).__name__}"
-            )
-        if connect_args is not None and not isinstance(connect_args, Mapping):
-            raise ConfigurationError(
-                f"connect_args must be a dict, got {type(connect_args).__name__}"
-            )
-        options = ConnectOptions(
-            connect_timeout=connect_timeout,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-            server_settings=dict(server_settings or {}),
-            ssl=ssl,
-            connect_args=dict(connect_args or {}),
-        )
-        return cls(Settings.from_env(url, namespace, options, max_record_bytes))
+        return cls(Settings.from_options(url, namespace, options))
 
     def __repr__(self) -> str:
         return f"SessionStore({self.settings!r})"  # Settings masks the secrets
@@ -255,19 +145,7 @@ class SessionStore:
     async def close(self) -> None:
         """Close every connection and thread the store holds; idempotent. Any later call
         raises :class:`StoreClosedError`."""
-        await self._settle_background()
-        await self._backend.close()
-
-    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` after the caller returns; :meth:`close` waits for it."""
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _settle_background(self) -> None:
-        """Wait for the work left running by earlier calls (its errors are its own)."""
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._core.close()
 
     # -- schema ---------------------------------------------------------------------
 
@@ -275,10 +153,10 @@ class SessionStore:
         """Upgrade the schema to ``revision`` (default: the newest), as ``sessiondb migrate``."""
         # Exclusive: replicas that start together and all migrate take turns, and all but
         # the first find the schema at head already.
-        await self._backend.run_sync(
+        await self._core.backend.run_sync(
             lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
         )
-        self._turns_table = True
+        self._core.turns_table = True
 
     # -- sessions -------------------------------------------------------------------
 
@@ -302,14 +180,19 @@ class SessionStore:
             InvalidInputError: a bad source or key, or a value a text column cannot hold.
             ConflictError: the namespace has a session with this key already.
         """
-        values = self._session_values(
-            name, model, source, cron_job_id, system_prompt_override, metadata, _now(), key
+        values = new_session_row(
+            self.namespace,
+            self._core.max_record_bytes,
+            now(),
+            name=name,
+            model=model,
+            source=source,
+            cron_job_id=cron_job_id,
+            system_prompt_override=system_prompt_override,
+            metadata=metadata,
+            key=key,
         )
-        try:
-            await self._backend.execute((q.insert_rows(sessions.name), values))
-        except IntegrityViolation as exc:
-            raise self._key_taken(exc, key) from exc
-        return await self.get_session(values["id"])
+        return await lifecycle.create(self._core, values)
 
     async def session_for_key(
         self, key: str, create: bool = True, **create_kwargs: Any
@@ -337,82 +220,21 @@ class SessionStore:
             SessionNotFoundError: ``create`` is false and no session has this key.
         """
         key = session_key(key)
-        _check_bool(create, "create")
+        check_bool(create, "create")
         unknown = sorted(set(create_kwargs) - _CREATE_ARGS)
         if unknown:
             raise InvalidInputError(
                 f"session_for_key got unknown argument(s) {', '.join(unknown)}; it takes "
                 f"{', '.join(sorted(_CREATE_ARGS))}"
             )
-        found = await self._backend.fetch(q.session_by_key(key, self.namespace))
-        if found:
-            return session_info(found[0])
-        if not create:
-            raise SessionNotFoundError(None, self.namespace, key=key)
-        values: dict[str, Any] | None = None
-        for _attempt in range(3):
-            if values is None:
-                values = self._session_values(**create_kwargs, now=_now(), key=key)
-            try:
-                rows = await self._backend.execute(q.insert_keyed_session(values, self._flavour))
-            except DatabaseUnavailableError as exc:
-                # The INSERT may or may not have committed; the lookup below tells.
-                if not exc.outcome_unknown:
-                    raise
-                rows = []
-            if rows:
-                return session_info(rows[0])
-            found = await self._backend.fetch(q.session_by_key(key, self.namespace))
-            if found:
-                return session_info(found[0])
-            # The session that held the key was deleted between the two statements.
-            values = None
-        raise ConflictError(f"key {key!r}: sessions kept being created and deleted meanwhile")
+        core = self._core
 
-    def _key_taken(self, exc: IntegrityViolation, key: str | None) -> Exception:
-        if exc.constraint == KEY_INDEX:
-            return ConflictError(
-                f"namespace {self.namespace!r} has a session with key {key!r} already"
+        def new_row() -> dict[str, Any]:
+            return new_session_row(
+                self.namespace, core.max_record_bytes, now(), **create_kwargs, key=key
             )
-        return self._integrity(exc)
 
-    def _session_values(
-        self,
-        name: str | None = None,
-        model: str | None = None,
-        source: str = "interactive",
-        cron_job_id: str | None = None,
-        system_prompt_override: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        now: datetime | None = None,
-        key: str | None = None,
-    ) -> dict[str, Any]:
-        if source not in ("interactive", "cron"):
-            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {brief(source)}")
-        if source == "interactive" and cron_job_id is not None:
-            raise InvalidInputError("cron_job_id is only for source='cron'")
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidInputError(f"metadata must be a dict, got {type(metadata).__name__}")
-        now = now if now is not None else _now()
-        return {
-            "id": new_session_id(),
-            "namespace": self.namespace,
-            "created_at": now,
-            "last_message_at": now,
-            "source": source,
-            **session_fields(
-                name,
-                model,
-                cron_job_id,
-                system_prompt_override,
-                None if metadata is None else dict(metadata),
-                self._max_record_bytes,
-            ),
-            **_ZERO_HEAD,
-            "parent_id": None,
-            "fork_seq": None,
-            "key": session_key(key) if key is not None else None,
-        }
+        return await lifecycle.by_key(core, key, new_row if create else None)
 
     async def import_sessions(
         self,
@@ -439,94 +261,7 @@ class SessionStore:
                 f"{type(items).__name__}"
             )
         strict_int(batch_records, "batch_records", minimum=1)
-        ids: list[str] = []
-        batch: list[tuple[dict[str, Any], list[NewRecord]]] = []
-        keys: dict[str, int] = {}  # key -> index of the session that has it
-        size = 0
-        for index, item in enumerate(items):
-            try:
-                new = item if isinstance(item, NewSession) else NewSession.model_validate(item)
-            except ValidationError as exc:
-                raise InvalidInputError(f"session {index}: {_first_error(exc)}") from None
-            try:
-                # The NewSession validated just now checked its dicts; one handed in may
-                # have been changed since it was built.
-                checked = new is not item
-                rows = [
-                    message_record(m, i, model=False, checked=checked)
-                    for i, m in enumerate(new.messages)
-                ]
-                for i, row in enumerate(rows):
-                    check_record_size(row.payload, self._max_record_bytes, f"message {i}")
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"session {index}: {exc}") from None
-            uuids = [r.uuid for r in rows if r.uuid is not None]
-            if len(set(uuids)) != len(uuids):
-                raise InvalidInputError(f"session {index}: the same uuid appears twice")
-            try:
-                values = self._session_values(
-                    new.name,
-                    new.model,
-                    new.source,
-                    new.cron_job_id,
-                    new.system_prompt_override,
-                    new.metadata,
-                    _now(),
-                    new.key,
-                )
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"session {index}: {exc}") from None
-            delta = HeadDelta.of(rows)
-            values.update(
-                last_seq=len(rows),
-                message_count=delta.messages,
-                input_tokens=delta.tokens[0],
-                output_tokens=delta.tokens[1],
-                cache_read_tokens=delta.tokens[2],
-                cache_write_tokens=delta.tokens[3],
-                cost_total=delta.cost,
-            )
-            if values["name"] is None:
-                values["name"] = delta.name
-            if values["key"] is not None:
-                if values["key"] in keys:
-                    raise InvalidInputError(
-                        f"session {index}: key {values['key']!r} is given to session "
-                        f"{keys[values['key']]} too"
-                    )
-                keys[values["key"]] = index
-            batch.append((values, rows))
-            ids.append(values["id"])
-            size += len(rows) + 1
-            if size >= batch_records:
-                await self._write_sessions(batch)
-                batch, size = [], 0
-        if batch:
-            await self._write_sessions(batch)
-        return ids
-
-    async def _write_sessions(self, batch: list[tuple[dict[str, Any], list[NewRecord]]]) -> None:
-        at = _now()
-        session_rows = [tuple(v[c] for c in q.SESSION_COLUMN_NAMES) for v, _ in batch]
-        record_rows = [
-            row.values(values["id"], seq, at)
-            for values, rows in batch
-            for seq, row in enumerate(rows, start=1)
-        ]
-
-        async def unit(tx: Transaction) -> None:
-            await tx.insert(sessions, session_rows)
-            await tx.insert(records, record_rows)
-
-        try:
-            await self._transact(unit)
-        except IntegrityViolation as exc:
-            if exc.constraint != KEY_INDEX:
-                raise
-            raise ConflictError(
-                f"a session's key is taken in namespace {self.namespace!r} already; no "
-                f"session of this batch was written ({exc.detail})"
-            ) from exc
+        return await bulk.import_sessions(self._core, items, batch_records)
 
     async def get_session(self, session_id: str) -> SessionInfo:
         """The session's metadata and head.
@@ -536,13 +271,7 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        rows = await self._fetch_sessions(
-            q.session_with_turn(session_id, self.namespace, self._flavour),
-            q.get_session(session_id, self.namespace),
-        )
-        if not rows:
-            raise SessionNotFoundError(session_id, self.namespace)
-        return session_info(rows[0])
+        return await self._core.session(session_id)
 
     async def list_sessions(
         self,
@@ -560,12 +289,9 @@ class SessionStore:
             source: only sessions of this source.
             parent_id: only the direct forks of this session.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise InvalidInputError(
-                f"limit must be an integer in 1..{MAX_PAGE}, got {brief(limit)}"
-            )
-        if source is not None and source not in ("interactive", "cron"):
-            raise InvalidInputError(f"source must be 'interactive' or 'cron', got {brief(source)}")
+        strict_int(limit, "limit", minimum=1, maximum=MAX_PAGE)
+        if source is not None:
+            check_source(source, None)
         if parent_id is not None:
             check_session_id(parent_id)
         after = cursors.decode(cursor) if cursor is not None else None
@@ -577,29 +303,17 @@ class SessionStore:
                 after=after,
                 source=source,
                 parent_id=parent_id,
-                flavour=self._flavour,
+                flavour=self._core.flavour,
                 with_turns=with_turns,
             )
 
-        rows = await self._fetch_sessions(page(True), page(False))
+        rows = await self._core.fetch_sessions(page(True), page(False))
         items = [session_info(r) for r in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
             next_cursor = cursors.encode(utc(last["last_message_at"]), last["id"])
         return SessionPage(items=items, next_cursor=next_cursor)
-
-    async def _fetch_sessions(self, with_turns: q.Bound, without: q.Bound) -> list[Any]:
-        """Session rows with their live turns; without them on a schema older than the
-        turns table (new code ahead of ``migrate`` in a rolling upgrade)."""
-        if not self._turns_table:
-            return await self._backend.fetch(without)
-        try:
-            return await self._backend.fetch(with_turns)
-        except ConfigurationError:
-            rows = await self._backend.fetch(without)  # raises if sessions are missing too
-            self._turns_table = False  # until migrate() or a new store
-            return rows
 
     async def rename(self, session_id: str, name: str) -> SessionInfo:
         """Set the session's name.
@@ -610,9 +324,9 @@ class SessionStore:
         check_session_id(session_id)
         value = bounded_text(name, "name", MAX_NAME_CHARS, optional=False)
         assert value is not None
-        if not await self._backend.execute(q.rename(session_id, self.namespace, value)):
+        if not await self._core.backend.execute(q.rename(session_id, self.namespace, value)):
             raise SessionNotFoundError(session_id, self.namespace)
-        return await self.get_session(session_id)
+        return await self._core.session(session_id)
 
     async def delete_session(self, session_id: str, *, cascade: bool = False) -> list[str]:
         """Delete the session and its records; returns the ids deleted.
@@ -625,20 +339,8 @@ class SessionStore:
             HasChildrenError: the session has forks and ``cascade`` is false.
         """
         check_session_id(session_id)
-        _check_bool(cascade, "cascade")
-
-        async def unit(tx: Transaction) -> list[str]:
-            rows = await tx.fetch(q.subtree_ids(session_id, self.namespace))
-            if not rows:
-                raise SessionNotFoundError(session_id, self.namespace)
-            ids = [r["id"] for r in rows]
-            if len(ids) > 1 and not cascade:
-                raise HasChildrenError(session_id, [r["id"] for r in rows if r["depth"] == 1])
-            for bound in q.delete_sessions(ids, self._flavour):
-                await tx.fetch(bound)
-            return ids
-
-        return await self._transact(unit)
+        check_bool(cascade, "cascade")
+        return await lifecycle.delete(self._core, session_id, cascade)
 
     # -- turns and retention (sessiondb.turns, sessiondb.retention do the work) -------
 
@@ -674,9 +376,9 @@ class SessionStore:
         """
         check_session_id(session_id)
         args = turns.check_args(timeout, lease, holder)
-        return turns.hold(self, session_id, args)
+        return turns.hold(self._core, session_id, args)
 
-    async def prune(
+    async def expire(
         self,
         older_than: timedelta,
         *,
@@ -688,7 +390,8 @@ class SessionStore:
         creation) is older than ``older_than``, with their records.
 
         Not :meth:`append_prune`, which writes a prune overlay into one live session and
-        deletes nothing. A session with an active fork below it (directly or through a
+        deletes nothing. (``prune`` is this method's old name, kept as a deprecated
+        alias.) A session with an active fork below it (directly or through a
         chain) is kept, so that every fork's lineage stays readable; so is a session whose
         turn is held. Works in batches of ``batch_size`` sessions, each one short
         transaction.
@@ -696,7 +399,7 @@ class SessionStore:
         Args:
             older_than: the idle time after which a session goes.
             dry_run: report what would be deleted; write nothing.
-            namespace: the namespace to prune (default the store's).
+            namespace: the namespace to expire (default the store's).
 
         Raises:
             InvalidInputError: a bad argument.
@@ -704,7 +407,28 @@ class SessionStore:
         cutoff, dry, ns, batch = retention.check_args(
             older_than, dry_run, namespace, batch_size, self.namespace
         )
-        return await retention.prune(self, cutoff, dry_run=dry, namespace=ns, batch_size=batch)
+        return await retention.expire(
+            self._core, cutoff, dry_run=dry, namespace=ns, batch_size=batch
+        )
+
+    async def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        namespace: str | None = None,
+        batch_size: int = retention.DEFAULT_BATCH,
+    ) -> retention.RetentionReport:
+        """Deprecated: the old name of :meth:`expire` (retention), which it calls. It
+        named two things, retention and the tool-result overlay (:meth:`append_prune`)."""
+        warnings.warn(
+            "SessionStore.prune is now SessionStore.expire (retention); prune will go",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return await self.expire(
+            older_than, dry_run=dry_run, namespace=namespace, batch_size=batch_size
+        )
 
     # -- appends --------------------------------------------------------------------
 
@@ -730,143 +454,8 @@ class SessionStore:
             SeqConflictError: ``expected_seq`` is not the head.
         """
         check_session_id(session_id)
-        rows = self._message_rows(messages)
-        return await self._append(session_id, rows, expected_seq=expected_seq)
-
-    def _message_rows(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]] | Message | Mapping[str, Any],
-    ) -> list[NewRecord]:
-        if isinstance(messages, Message | Mapping):
-            messages = [messages]
-        elif not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
-            raise InvalidInputError(
-                f"messages must be a list of messages, got {type(messages).__name__}"
-            )
-        rows = [message_record(m, i) for i, m in enumerate(messages)]
-        for i, row in enumerate(rows):
-            check_record_size(row.payload, self._max_record_bytes, f"message {i}")
-        return rows
-
-    async def _append(
-        self,
-        session_id: str,
-        rows: list[NewRecord],
-        *,
-        expected_seq: int | None = None,
-        fence: Callable[[Transaction], Awaitable[None]] | None = None,
-    ) -> list[Record]:
-        """``fence``: run first inside the append's transaction (a turn's lease check);
-        what it raises aborts the append."""
-        _check_expected_seq(expected_seq)
-        uuids = [r.uuid for r in rows if r.uuid is not None]
-        if len(set(uuids)) != len(uuids):
-            raise InvalidInputError("the same uuid appears twice in one append")
-        if not rows:
-            await self.get_session(session_id)  # raises when the session is missing
-            return []
-        if not uuids and fence is None:
-            at = _now()
-            delta = HeadDelta.of(rows, name=session_id not in self._named)
-            head = delta.head(session_id, self.namespace, len(rows), at, expected_seq)
-            first = await self._backend.append(head, [r.append_values() for r in rows])
-            if first is None:
-                await self._raise_missing_or_conflict(None, session_id, expected_seq)
-                raise AssertionError("unreachable")
-            if delta.name is not None:
-                self._named.add(session_id)
-            return [r.to_record(session_id, first + i, at) for i, r in enumerate(rows)]
-        for _attempt in range(3):
-            try:
-                # Safe to run again whatever happened to an earlier attempt's COMMIT: the
-                # uuids it stored come back instead of being stored twice.
-                return await self._transact(
-                    lambda tx: self._append_in(tx, session_id, rows, expected_seq, uuids, fence),
-                    outcome_unknown_ok=bool(uuids),
-                )
-            except IntegrityViolation as exc:
-                if exc.constraint != UUID_CONSTRAINT:
-                    raise self._integrity(exc) from exc
-        raise ConflictError(f"session {session_id}: uuids kept colliding with concurrent writers")
-
-    async def _transact(
-        self, unit: Callable[[Transaction], Awaitable[T]], *, outcome_unknown_ok: bool = False
-    ) -> T:
-        """``unit`` in one transaction; run again, whole, after a retryable failure (the
-        database was busy, or the connection broke before COMMIT: nothing was written).
-
-        ``outcome_unknown_ok``: the unit is idempotent (appends by uuid), so one whose
-        COMMIT outcome is unknown may run again too.
-        """
-
-        async def once() -> T:
-            try:
-                async with self._backend.transaction() as tx:
-                    return await unit(tx)
-            except DatabaseUnavailableError as exc:
-                if outcome_unknown_ok and exc.outcome_unknown:
-                    exc.retryable = True
-                raise
-
-        return await retrying(once)
-
-    @staticmethod
-    def _integrity(exc: IntegrityViolation) -> Exception:
-        return ConflictError(
-            "the session's lineage changed meanwhile (a parent was deleted or a fork "
-            f"was added); nothing was written ({exc.detail})"
-        )
-
-    async def _append_in(
-        self,
-        tx: Transaction,
-        session_id: str,
-        rows: list[NewRecord],
-        expected_seq: int | None,
-        uuids: list[str],
-        fence: Callable[[Transaction], Awaitable[None]] | None = None,
-    ) -> list[Record]:
-        """Append inside ``tx``; with ``uuids``, the stored records of known ones come back
-        in their place."""
-        if fence is not None:
-            await fence(tx)
-        stored: dict[str, Record] = {}
-        if uuids:
-            found = await tx.fetch(
-                q.existing_uuids(session_id, self.namespace, uuids, self._flavour)
-            )
-            stored = {r.uuid: r for r in records_from_rows(found) if r.uuid is not None}
-        new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
-        if not new_rows:
-            return [stored[r.uuid] for r in rows if r.uuid is not None]
-        at = _now()
-        delta = HeadDelta.of(new_rows)
-        head = delta.head(session_id, self.namespace, len(new_rows), at, expected_seq)
-        first = await tx.append(head, [r.append_values() for r in new_rows])
-        if first is None:
-            await self._raise_missing_or_conflict(tx, session_id, expected_seq)
-            raise AssertionError("unreachable")
-        fresh = iter(r.to_record(session_id, first + i, at) for i, r in enumerate(new_rows))
-        return [
-            stored[r.uuid] if r.uuid is not None and r.uuid in stored else next(fresh) for r in rows
-        ]
-
-    async def _raise_missing_or_conflict(
-        self, tx: Transaction | None, session_id: str, expected_seq: int | None
-    ) -> None:
-        """After an append found no head: say whether the session is missing or moved on."""
-        bound = q.get_session(session_id, self.namespace)
-        rows = await (tx.fetch(bound) if tx is not None else self._backend.fetch(bound))
-        if not rows:
-            raise SessionNotFoundError(session_id, self.namespace)
-        assert expected_seq is not None
-        raise SeqConflictError(session_id, expected_seq, rows[0]["last_seq"])
-
-    async def _lock(self, tx: Transaction, session_id: str) -> int:
-        rows = await tx.fetch(q.lock_head(session_id, self.namespace))
-        if not rows:
-            raise SessionNotFoundError(session_id, self.namespace)
-        return int(rows[0][0])
+        rows = self._core.message_rows(messages)
+        return await self._core.append(session_id, rows, expected_seq=expected_seq)
 
     # -- reading --------------------------------------------------------------------
 
@@ -907,13 +496,13 @@ class SessionStore:
 
     async def _context_rows(self, session_id: str, last: int | None = None) -> ctx.ContextRows:
         check_session_id(session_id)
+        flavour = self._core.flavour
         if last is None:
-            bound = q.context(session_id, self.namespace, self._flavour)
-        elif isinstance(last, bool) or not isinstance(last, int) or not 0 <= last < 2**63:
-            raise InvalidInputError(f"last must be a non-negative int or None, got {brief(last)}")
+            bound = q.context(session_id, self.namespace, flavour)
         else:
-            bound = q.context_tail(session_id, self.namespace, self._flavour, last)
-        rows = await self._backend.fetch(bound)
+            strict_int(last, "last", minimum=0)
+            bound = q.context_tail(session_id, self.namespace, flavour, last)
+        rows = await self._core.backend.fetch(bound)
         split = ctx.split_rows(rows)
         if split.head is None:
             raise SessionNotFoundError(session_id, self.namespace)
@@ -947,16 +536,14 @@ class SessionStore:
             InvalidInputError: an argument is not what it should be.
         """
         check_session_id(session_id)
-        kind_filter = _kinds(kinds)
+        kind_filter = record_kinds(kinds, KINDS)
         for name, value in (("from_seq", from_seq), ("to_seq", to_seq)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
-            ):
-                raise InvalidInputError(f"{name} must be an int in 0..2**63-1, got {brief(value)}")
-        _check_bool(include_tombstoned, "include_tombstoned")
-        _check_bool(include_superseded, "include_superseded")
+            if value is not None:
+                strict_int(value, name, minimum=0)
+        check_bool(include_tombstoned, "include_tombstoned")
+        check_bool(include_superseded, "include_superseded")
         if kind_filter == ():
-            await self.get_session(session_id)  # raises when the session is missing
+            await self._core.session(session_id)  # raises when the session is missing
             return []  # no kinds asked for: no records (and no empty IN list in SQL)
         bound = q.lineage_records(
             session_id,
@@ -967,9 +554,9 @@ class SessionStore:
             from_seq=from_seq,
             to_seq=to_seq,
         )
-        rows = await self._backend.fetch(bound)
+        rows = await self._core.backend.fetch(bound)
         if not rows:
-            await self.get_session(session_id)  # raises when the session is missing
+            await self._core.session(session_id)  # raises when the session is missing
         return records_from_rows(rows)
 
     # -- overlays: compaction, tombstones -------------------------------------------
@@ -995,18 +582,10 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        if (
-            not isinstance(first_kept_seq, int)
-            or isinstance(first_kept_seq, bool)
-            or not 1 <= first_kept_seq < 2**63
-        ):
-            raise InvalidInputError(
-                f"first_kept_seq must be a positive int, got {brief(first_kept_seq)}"
-            )
-        _check_expected_seq(expected_seq)
-        for name, files in (("read_files", read_files), ("modified_files", modified_files)):
-            if isinstance(files, str | bytes) or not isinstance(files, Iterable):
-                raise InvalidInputError(f"{name} must be a list of paths, got {brief(files)}")
+        strict_int(first_kept_seq, "first_kept_seq", minimum=1)
+        check_expected_seq(expected_seq)
+        check_list(read_files, "read_files", "paths")
+        check_list(modified_files, "modified_files", "paths")
         try:
             compaction = Compaction(
                 summary=summary,
@@ -1016,32 +595,10 @@ class SessionStore:
                 modified_files=list(modified_files),
             )
         except ValidationError as exc:
-            raise InvalidInputError(f"compaction: {_first_error(exc)}") from None
+            raise InvalidInputError(f"compaction: {first_error(exc)}") from None
         except TypeError as exc:
             raise InvalidInputError(f"compaction: {exc}") from None
-        row = NewRecord(
-            kind="compaction",
-            payload=to_json(compaction.to_wire(), "compaction"),
-            first_kept_seq=first_kept_seq,
-        )
-        check_record_size(row.payload, self._max_record_bytes, "the compaction")
-
-        async def unit(tx: Transaction) -> Record:
-            head = await self._lock(tx, session_id)
-            live = await self._live_messages(tx, session_id, first_kept_seq, first_kept_seq)
-            if not live or live[0][0] != first_kept_seq:
-                raise InvalidInputError(
-                    f"first_kept_seq {first_kept_seq} is not a message in the context of "
-                    f"session {session_id} (head {head})"
-                )
-            if await self._splits_pair(tx, session_id, first_kept_seq - 1):
-                raise InvalidInputError(
-                    f"first_kept_seq {first_kept_seq} would separate a tool call from its result"
-                )
-            (record,) = await self._append_in(tx, session_id, [row], expected_seq, [])
-            return record
-
-        return await self._transact(unit)
+        return await overlays.append_compaction(self._core, session_id, compaction, expected_seq)
 
     # -- overlays: pruning (compaction's cheaper first phase) ------------------------
 
@@ -1073,55 +630,13 @@ class SessionStore:
             SeqConflictError: ``expected_seq`` is not the head.
         """
         check_session_id(session_id)
-        chosen = _prune_seqs(seqs)
+        chosen = prune_seqs(seqs, overlays.MAX_PRUNE_SEQS)
         if not isinstance(marker, str) or not marker.strip():
             raise InvalidInputError(f"marker must be a non-empty string, got {brief(marker)}")
-        if (
-            isinstance(tokens_freed, bool)
-            or not isinstance(tokens_freed, int)
-            or not 0 <= tokens_freed < 2**63
-        ):
-            raise InvalidInputError(
-                f"tokens_freed must be a non-negative int, got {brief(tokens_freed)}"
-            )
-        _check_expected_seq(expected_seq)
+        strict_int(tokens_freed, "tokens_freed", minimum=0)
+        check_expected_seq(expected_seq)
         prune = Prune(seqs=chosen, marker=marker, tokens_freed=tokens_freed)
-        row = NewRecord(kind="prune", payload=to_json(prune.to_wire(), "prune"))
-        check_record_size(row.payload, self._max_record_bytes, "the prune record")
-
-        async def unit(tx: Transaction) -> Record:
-            head = await self._lock(tx, session_id)
-            results = await tx.fetch(
-                q.lineage_records(
-                    session_id,
-                    self.namespace,
-                    include_tombstoned=False,
-                    include_superseded=False,
-                    kinds=("message",),
-                    roles=("toolResult",),
-                    from_seq=chosen[0],
-                    to_seq=chosen[-1],
-                )
-            )
-            live = {int(r["seq"]) for r in results}
-            missing = [seq for seq in chosen if seq not in live]
-            if missing:
-                raise InvalidInputError(
-                    f"not tool results in the context of session {session_id} (head "
-                    f"{head}): seqs {_some(missing)}"
-                )
-            pruned = ctx.prune_markers(
-                r["payload"] for r in await self._lineage_rows(tx, session_id, kinds=("prune",))
-            )
-            again = [seq for seq in chosen if seq in pruned]
-            if again:
-                raise InvalidInputError(
-                    f"already pruned in session {session_id}: seqs {_some(again)}"
-                )
-            (record,) = await self._append_in(tx, session_id, [row], expected_seq, [])
-            return record
-
-        return await self._transact(unit)
+        return await overlays.append_prune(self._core, session_id, prune, expected_seq)
 
     async def tombstone(self, session_id: str, seq: int, reason: str | None = None) -> list[Record]:
         """Soft-delete the record ``seq`` of the session's lineage; returns the tombstones
@@ -1138,46 +653,9 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-        if not isinstance(seq, int) or isinstance(seq, bool) or not -(2**63) <= seq < 2**63:
-            raise InvalidInputError(f"seq must be a 64-bit int, got {brief(seq)}")
+        strict_int(seq, "seq")
         reason = column_text(reason, "reason")
-
-        async def unit(tx: Transaction) -> list[Record]:
-            await self._lock(tx, session_id)
-            target_rows = await self._lineage_rows(
-                tx, session_id, from_seq=seq, to_seq=seq, include_tombstoned=True
-            )
-            if not target_rows:
-                raise RecordNotFoundError(session_id, seq)
-            target = target_rows[0]
-            if target["kind"] == "tombstone":
-                raise InvalidInputError(f"record {seq} is a tombstone; it cannot be tombstoned")
-            targets = [seq]
-            if target["kind"] == "message":
-                message = ctx.payload_message(target["payload"])
-                if message.role in ("assistant", "toolResult"):
-                    window = await self._pair_window(tx, session_id, seq)
-                    targets = ctx.pair_members(seq, message, window)
-            done = {
-                r["target_seq"]
-                for r in await self._lineage_rows(tx, session_id, kinds=("tombstone",))
-            }
-            rows = [
-                NewRecord(
-                    kind="tombstone",
-                    payload=jsoncodec.dumps(Tombstone(target_seq=t, reason=reason).to_wire()),
-                    target_seq=t,
-                )
-                for t in targets
-                if t not in done
-            ]
-            for row in rows:
-                check_record_size(row.payload, self._max_record_bytes, "the tombstone")
-            if not rows:
-                return []
-            return await self._append_in(tx, session_id, rows, None, [])
-
-        return await self._transact(unit)
+        return await overlays.tombstone(self._core, session_id, seq, reason)
 
     async def pop(self, session_id: str, reason: str | None = None) -> Record | None:
         """Take the context's last entry out of it and return its record, by appending:
@@ -1194,28 +672,7 @@ class SessionStore:
         """
         check_session_id(session_id)
         reason = column_text(reason, "reason")
-
-        async def unit(tx: Transaction) -> Record | None:
-            await self._lock(tx, session_id)
-            tail = ctx.split_rows(
-                await tx.fetch(q.context_tail(session_id, self.namespace, self._flavour, 1))
-            )
-            if tail.messages:
-                seq = tail.seqs[-1]
-                taken = await self._lineage_rows(tx, session_id, from_seq=seq, to_seq=seq)
-                wire = Tombstone(target_seq=seq, reason=reason).to_wire()
-                row = NewRecord(kind="tombstone", payload=jsoncodec.dumps(wire), target_seq=seq)
-                check_record_size(row.payload, self._max_record_bytes, "the tombstone")
-                await self._append_in(tx, session_id, [row], None, [])
-            elif tail.compaction is not None and _has_summary(tail.compaction):
-                # The live compactions; the last is the one in force.
-                taken = (await self._lineage_rows(tx, session_id, kinds=("compaction",)))[-1:]
-                await self._append_clear(tx, session_id)
-            else:
-                return None
-            return records_from_rows([tuple(r)[:6] for r in taken])[0]
-
-        return await self._transact(unit)
+        return await overlays.pop(self._core, session_id, reason)
 
     async def clear(self, session_id: str) -> Record | None:
         """Empty the context by appending a compaction with no summary whose
@@ -1228,28 +685,7 @@ class SessionStore:
             SessionNotFoundError: no such session in this namespace.
         """
         check_session_id(session_id)
-
-        async def unit(tx: Transaction) -> Record | None:
-            await self._lock(tx, session_id)
-            tail = ctx.split_rows(
-                await tx.fetch(q.context_tail(session_id, self.namespace, self._flavour, 1))
-            )
-            if not tail.messages and (tail.compaction is None or not _has_summary(tail.compaction)):
-                return None
-            return await self._append_clear(tx, session_id)
-
-        return await self._transact(unit)
-
-    async def _append_clear(self, tx: Transaction, session_id: str) -> Record:
-        head = await self._lock(tx, session_id)
-        compaction = Compaction(summary="", first_kept_seq=head + 1)
-        row = NewRecord(
-            kind="compaction",
-            payload=jsoncodec.dumps(compaction.to_wire()),
-            first_kept_seq=head + 1,
-        )
-        (record,) = await self._append_in(tx, session_id, [row], None, [])
-        return record
+        return await overlays.clear(self._core, session_id)
 
     # -- files (sessiondb.transfer and sessiondb.formats do the work) ---------------
 
@@ -1277,7 +713,7 @@ class SessionStore:
                 directory, or an unknown format.
         """
         return await transfer.import_path(
-            self, path, format, strict, progress, follow_symlinks=follow_symlinks
+            self._core, path, format, strict, progress, follow_symlinks=follow_symlinks
         )
 
     async def export_session(
@@ -1285,92 +721,20 @@ class SessionStore:
     ) -> list[Path]:
         """Write one session as ``format``'s file(s) under ``out_dir`` (a name of
         :data:`sessiondb.formats.FORMATS`); returns the paths written."""
-        return await transfer.export_session(self, session_id, out_dir, format)
+        return await transfer.export_session(self._core, session_id, out_dir, format)
 
     async def export_all(
         self, out_dir: str | Path, format: str = "native"
     ) -> dict[str, list[Path]]:
         """Export every session of the namespace; session id → paths written."""
-        return await transfer.export_all(self, out_dir, format)
+        return await transfer.export_all(self._core, out_dir, format)
 
-    # -- compaction (sessiondb.compaction does the work) ---------------------------
+    # -- compaction: the engine's functions, whose first argument is the store -------
 
-    async def compact(
-        self,
-        session_id: str,
-        summarizer: Summarizer,
-        settings: CompactionSettings | None = None,
-        instructions: str | None = None,
-        *,
-        tokenizer: Tokenizer | None = None,
-        on_event: EventHook | None = None,
-    ) -> CompactionResult:
-        """Summarise the older part of the context and append a compaction overlay.
-
-        Reads the context, plans the cut (never between a tool call and its result),
-        calls ``await summarizer(system, prompt, max_tokens)`` with no transaction open,
-        then appends the overlay; messages appended meanwhile are kept. Nothing is written
-        when anything fails. See :func:`sessiondb.compaction.engine.compact`.
-
-        Raises:
-            SessionNotFoundError: no such session in this namespace.
-            SummarizerError: the summarizer raised or returned nothing.
-            ConflictError: another compaction or tombstone landed meanwhile.
-        """
-        return await compaction.compact(
-            self,
-            session_id,
-            summarizer,
-            settings,
-            instructions,
-            tokenizer=tokenizer,
-            on_event=on_event,
-        )
-
-    async def maybe_compact(
-        self,
-        session_id: str,
-        summarizer: Summarizer,
-        settings: CompactionSettings | None = None,
-        instructions: str | None = None,
-        *,
-        tokenizer: Tokenizer | None = None,
-        on_event: EventHook | None = None,
-    ) -> AutoCompactOutcome:
-        """Compact when ``context_tokens > context_window - reserve_tokens``; after three
-        failures in a row for a session, stop trying for it and say so (the outcome's
-        ``status`` is ``breaker-open``). See :func:`sessiondb.compaction.engine.maybe_compact`.
-        """
-        return await compaction.maybe_compact(
-            self,
-            session_id,
-            summarizer,
-            settings,
-            instructions,
-            tokenizer=tokenizer,
-            on_event=on_event,
-            breaker=self._compaction_breaker,
-        )
-
-    async def plan_compaction(
-        self,
-        session_id: str,
-        settings: CompactionSettings | None = None,
-        *,
-        tokenizer: Tokenizer | None = None,
-    ) -> CompactionPlan | None:
-        """What :meth:`compact` would do now (the dry run), or ``None`` if nothing."""
-        return await compaction.plan(self, session_id, settings, tokenizer=tokenizer)
-
-    async def context_tokens(self, session_id: str, *, tokenizer: Tokenizer | None = None) -> int:
-        """The context's size in tokens as the compaction trigger sees it: the last
-        assistant message's reported usage plus estimates for what came after, else the
-        estimate. Reads only the messages after that usage.
-
-        Raises:
-            SessionNotFoundError: no such session in this namespace.
-        """
-        return await compaction.context_tokens(self, session_id, tokenizer=tokenizer)
+    compact = compaction.compact
+    maybe_compact = compaction.maybe_compact
+    plan_compaction = compaction.plan
+    context_tokens = compaction.context_tokens
 
     # -- forks ------------------------------------------------------------------------
 
@@ -1400,236 +764,12 @@ class SessionStore:
             InvalidInputError: ``at_seq`` is beyond the head or inside a tool call/result pair.
         """
         check_session_id(session_id)
-        if at_seq is not None and (not isinstance(at_seq, int) or isinstance(at_seq, bool)):
-            raise InvalidInputError(f"at_seq must be an int or None, got {brief(at_seq)}")
+        if at_seq is not None:
+            strict_int(at_seq, "at_seq")
         name = bounded_text(name, "name", MAX_NAME_CHARS)
-        _check_bool(detach, "detach")
-        child_id = new_session_id()
-        now = _now()
+        check_bool(detach, "detach")
+        child_id = await forks.fork(self._core, session_id, at_seq, name, detach)
+        return await self._core.session(child_id)
 
-        async def unit(tx: Transaction) -> None:
-            found = await tx.fetch(q.get_session(session_id, self.namespace))
-            if not found:
-                raise SessionNotFoundError(session_id, self.namespace)
-            m = found[0]
-            head = int(m["last_seq"])
-            point = head if at_seq is None else at_seq
-            if not 0 <= point <= head:
-                raise InvalidInputError(
-                    f"at_seq must be an int in 0..{head} (the head of {session_id}), "
-                    f"got {brief(at_seq)}"
-                )
-            if point < head and await self._splits_pair(tx, session_id, point):
-                raise InvalidInputError(
-                    f"at_seq {point} is between a tool call and its result; fork before "
-                    "the call or after the results"
-                )
-            at_head = point == head
-            values: dict[str, Any] = {
-                "id": child_id,
-                "namespace": self.namespace,
-                "name": name if name is not None else m["name"],
-                "created_at": now,
-                # Never later than now, even from a row a file once dated ahead.
-                "last_message_at": min(utc(m["last_message_at"]), now) if at_head else now,
-                "model": m["model"],
-                "source": m["source"],
-                "cron_job_id": m["cron_job_id"],
-                "system_prompt_override": m["system_prompt_override"],
-                "metadata_json": m["metadata_json"],
-                **_ZERO_HEAD,
-                "last_seq": point,
-                "parent_id": None if detach else session_id,
-                "fork_seq": None if detach else point,
-                # A key names one conversation: the fork is another one, without a key.
-                "key": None,
-            }
-            if at_head:
-                # O(1): the head's counters are the inherited history's. Mid-stream the
-                # message count is counted; token totals start from zero.
-                for key in _ZERO_HEAD:
-                    values[key] = m[key]
-            else:
-                values["message_count"] = await self._count_messages(tx, session_id, point)
-            await tx.fetch((q.insert_rows(sessions.name), values))
-            if detach and point > 0:
-                await tx.fetch(q.copy_lineage(session_id, self.namespace, child_id, point))
-
-        try:
-            await self._transact(unit)
-        except IntegrityViolation as exc:
-            raise self._integrity(exc) from exc
-        return await self.get_session(child_id)
-
-    async def _count_messages(self, tx: Transaction, session_id: str, upto: int) -> int:
-        total = 0
-        for lin in await tx.fetch(q.lineage_ids(session_id, self.namespace)):
-            limit = min(upto, int(lin["upto"]))
-            counted = await tx.fetch(q.count_messages(lin["id"], limit))
-            total += int(counted[0]["n"])
-        return total
-
-    # -- lineage helpers (inside a transaction) ---------------------------------------
-
-    async def _lineage_rows(
-        self,
-        tx: Transaction,
-        session_id: str,
-        *,
-        include_tombstoned: bool = False,
-        kinds: tuple[str, ...] | None = None,
-        roles: tuple[str, ...] | None = None,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-    ) -> list[Any]:
-        bound = q.lineage_records(
-            session_id,
-            self.namespace,
-            include_tombstoned=include_tombstoned,
-            include_superseded=True,
-            kinds=kinds,
-            roles=roles,
-            from_seq=from_seq,
-            to_seq=to_seq,
-            extra_columns=("target_seq",),
-        )
-        return await tx.fetch(bound)
-
-    async def _live_messages(
-        self, tx: Transaction, session_id: str, from_seq: int, to_seq: int
-    ) -> list[tuple[int, Message]]:
-        """Messages in the current context with seqs in the range."""
-        bound = q.lineage_records(
-            session_id,
-            self.namespace,
-            include_tombstoned=False,
-            include_superseded=False,
-            kinds=("message",),
-            from_seq=from_seq,
-            to_seq=to_seq,
-        )
-        rows = await tx.fetch(bound)
-        return list(
-            zip([r["seq"] for r in rows], parse_messages([r["payload"] for r in rows]), strict=True)
-        )
-
-    async def _pair_window(
-        self, tx: Transaction, session_id: str, seq: int
-    ) -> list[tuple[int, Message]]:
-        """The messages around ``seq`` that a tool call and its results can span: from the
-        last assistant message at or before it to the next assistant message after it.
-
-        A user message between a call and its result does not end the window: a result
-        answers the last assistant message before it (``pair_members``), so the call must
-        see that result too, or tombstoning the call would leave the result behind.
-        """
-        start = (
-            await tx.fetch(
-                q.nearest_message(
-                    session_id, self.namespace, roles=("assistant",), at_or_before=seq
-                )
-            )
-        )[0]["seq"]
-        after = (
-            await tx.fetch(
-                q.nearest_message(session_id, self.namespace, roles=("assistant",), after=seq)
-            )
-        )[0]["seq"]
-        end = after - 1 if after is not None else None
-        rows = await self._lineage_rows(
-            tx,
-            session_id,
-            kinds=("message",),
-            from_seq=start or 1,
-            to_seq=end,
-            include_tombstoned=True,
-        )
-        return list(
-            zip([r["seq"] for r in rows], parse_messages([r["payload"] for r in rows]), strict=True)
-        )
-
-    async def _splits_pair(self, tx: Transaction, session_id: str, cut_after: int) -> bool:
-        if cut_after < 1:
-            return False
-        window = await self._pair_window(tx, session_id, cut_after)
-        return ctx.splits_tool_pair(window, cut_after)
-
-
-def _has_summary(payload: str) -> bool:
-    return ctx.shows_summary(Compaction.model_validate(jsoncodec.loads(payload)))
-
-
-def _first_error(exc: ValidationError) -> str:
-    """A pydantic error as one line: where, then what."""
-    first = exc.errors()[0]
-    message = str(first["msg"]).removeprefix("Value error, ")
-    where = ".".join(str(p) for p in first["loc"])
-    return message if where in ("messages", "") else f"{where}: {message}"
-
-
-def _check_bool(value: object, name: str) -> None:
-    if not isinstance(value, bool):
-        raise InvalidInputError(f"{name} must be True or False, got {brief(value)}")
-
-
-def _check_expected_seq(expected_seq: object) -> None:
-    """Refused before SQL: the databases compared ``"1"`` or ``True`` differently."""
-    if expected_seq is not None and (
-        isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
-    ):
-        raise InvalidInputError(
-            f"expected_seq must be a non-negative int, got {brief(expected_seq)}"
-        )
-
-
-def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:
-    """``records(kinds=…)`` checked: an iterable of known kind names, not one string."""
-    if kinds is None:
-        return None
-    if isinstance(kinds, str | bytes) or not isinstance(kinds, Iterable):
-        raise InvalidInputError(
-            f"kinds must be a list of kind names ({', '.join(KINDS)}), got {brief(kinds)}"
-        )
-    chosen = []
-    for kind in kinds:
-        if not isinstance(kind, str) or kind not in KINDS:
-            raise InvalidInputError(
-                f"unknown record kind {brief(kind)}; kinds are {', '.join(KINDS)}"
-            )
-        chosen.append(kind)
-    # Sorted and unique: one cached statement per set of kinds.
-    return tuple(sorted(set(chosen)))
-
-
-def _prune_seqs(seqs: Sequence[int]) -> list[int]:
-    """``append_prune``'s seqs checked: a non-empty list of distinct positive ints, sorted."""
-    if isinstance(seqs, str | bytes) or not isinstance(seqs, Sequence):
-        raise InvalidInputError(f"seqs must be a list of ints, got {type(seqs).__name__}")
-    if not seqs:
-        raise InvalidInputError("seqs must name at least one tool result")
-    if len(seqs) > MAX_PRUNE_SEQS:
-        raise InvalidInputError(f"at most {MAX_PRUNE_SEQS} seqs per prune, got {len(seqs)}")
-    for seq in seqs:
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**63:
-            raise InvalidInputError(f"each seq must be a positive 64-bit int, got {brief(seq)}")
-    if len(set(seqs)) != len(seqs):
-        raise InvalidInputError("the same seq appears twice in seqs")
-    return sorted(seqs)
-
-
-def _some(seqs: list[int]) -> str:
-    shown = ", ".join(str(s) for s in seqs[:10])
-    return shown + (f" and {len(seqs) - 10} more" if len(seqs) > 10 else "")
-
-
-_ZERO_HEAD: dict[str, Any] = {
-    "last_seq": 0,
-    "message_count": 0,
-    "input_tokens": 0,
-    "output_tokens": 0,
-    "cache_read_tokens": 0,
-    "cache_write_tokens": 0,
-    "cost_total": 0.0,
-}
 
 __all__ = ["SessionStore"]

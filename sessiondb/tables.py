@@ -30,6 +30,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
+from .kinds import KIND_CHECK
+
 # Prefixed names: sessiondb usually lives in a Postgres that other code shares.
 SESSIONS = "sessiondb_sessions"
 RECORDS = "sessiondb_records"
@@ -128,9 +130,7 @@ records = Table(
     Column("payload", Text, nullable=False),
     PrimaryKeyConstraint("session_id", "seq"),
     ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
-    CheckConstraint(
-        "kind IN ('message', 'compaction', 'tombstone', 'entry', 'prune')", name="kind"
-    ),
+    CheckConstraint(KIND_CHECK, name="kind"),
     CheckConstraint("seq > 0", name="seq_positive"),
     UniqueConstraint("session_id", "uuid"),
     # The latest compaction and the tombstones of a session, found by index; the kept

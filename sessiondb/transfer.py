@@ -35,7 +35,7 @@ the same file. A native file whose id is a session of the importing namespace al
 
 **Times.** Records keep the timestamps the file gives them. The session's
 ``created_at`` and ``last_message_at``, which order listings and decide
-:meth:`~sessiondb.SessionStore.prune`, are never later than the moment the session
+:meth:`~sessiondb.SessionStore.expire`, are never later than the moment the session
 is stored: a file dated in the future is not kept from retention or pinned to the top
 of every listing.
 """
@@ -51,15 +51,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
 from . import jsoncodec
 from . import statements as q
-from .backends import IntegrityViolation
+from .backends import IntegrityViolation, Transaction
 from .config import DEFAULT_MAX_RECORD_BYTES
+from .core import Core, HasCore, core_of
 from .errors import (
     DatabaseError,
     InvalidInputError,
@@ -81,14 +82,19 @@ from .formats import (
 )
 from .formats.base import MAX_LINE_BYTES, export_scope, splice
 from .formats.claude_code import listings_kept
-from .ids import derived_session_id
-from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message, wire_usage
-from .rows import HeadDelta, NewRecord, session_info
+from .ids import check_session_id, derived_session_id
+from .models import Compaction, Prune, SessionInfo, Tombstone, wire_message
+from .rows import (
+    HeadDelta,
+    NewRecord,
+    TokenCounts,
+    head_counters,
+    session_info,
+    session_row,
+    usage_cost,
+)
 from .tables import records, sessions
 from .validation import check_record_size, column_text, session_fields, to_json, too_deep
-
-if TYPE_CHECKING:
-    from .store import SessionStore
 
 _log = logging.getLogger("sessiondb")
 # Files whose sessions are looked up together (one statement instead of one a file).
@@ -205,7 +211,7 @@ def session_id_for(namespace: str, key: str) -> str:
 
 
 async def import_path(
-    store: SessionStore,
+    store: HasCore | Core,
     path: str | Path,
     format: str = "auto",
     strict: bool = False,
@@ -221,7 +227,7 @@ async def import_path(
     reported in ``failures`` and not written, and the others are imported.
 
     Args:
-        store: the store to write into (its namespace).
+        store: the store to write into (its namespace), or its core.
         path: a file, a session directory or a directory tree.
         format: a name of :data:`sessiondb.formats.FORMATS`, or ``"auto"`` to detect each
             file's format (files no format claims are passed over).
@@ -241,11 +247,12 @@ async def import_path(
             a regular file nor a directory.
         DatabaseError: the database failed (sessions already committed stay).
     """
+    core = core_of(store)
     chosen = None if format == "auto" else get_format(format)
     root = import_root(Path(path))
-    importer = _Importer(store, strict)
+    importer = _Importer(core, strict)
     # A line over the limit is skipped as it is read (path:line), never held whole.
-    limit = MAX_LINE_BYTES.set(store.settings.max_record_bytes)
+    limit = MAX_LINE_BYTES.set(core.max_record_bytes)
     try:
         with listings_kept():
             walked = candidates(
@@ -259,9 +266,9 @@ async def import_path(
     finally:
         MAX_LINE_BYTES.reset(limit)
     importer.report.files = len(files)
-    if importer.report.records >= ANALYZE_AFTER and store._flavour == q.POSTGRES:
+    if importer.report.records >= ANALYZE_AFTER and core.flavour == q.POSTGRES:
         # The caller need not wait; an export on this store does (and close()).
-        store._in_background(_analyze(store, importer.report.records))
+        core.in_background(_analyze(core, importer.report.records))
     return importer.report
 
 
@@ -269,7 +276,7 @@ async def import_path(
 ANALYZE_AFTER = 10_000
 
 
-async def _analyze(store: SessionStore, written: int) -> None:
+async def _analyze(core: Core, written: int) -> None:
     """ANALYZE the tables after a bulk import on Postgres, as its docs advise after a
     bulk load, when the import added more than a tenth of the records the planner knew
     of (autovacuum's own rule; it acts up to a minute later). Until then the planner
@@ -277,10 +284,10 @@ async def _analyze(store: SessionStore, written: int) -> None:
     batch. A failure is logged, not raised: the import itself has committed. SQLite
     is not asked: sessiondb keeps its plans free of statistics."""
     try:
-        known = await store._backend.fetch((q.estimated_records(), {}))
+        known = await core.backend.fetch((q.estimated_records(), {}))
         if known and written <= int(known[0]["n"]) // 10:
             return
-        await store._backend.execute((q.analyze(), {}))
+        await core.backend.execute((q.analyze(), {}))
     except DatabaseError as exc:
         _log.warning("ANALYZE after the import failed (the import is committed): %s", exc)
 
@@ -368,7 +375,7 @@ class _Deferred(Exception):
 
 @dataclass
 class _Importer:
-    store: SessionStore
+    core: Core
     strict: bool
     report: ImportReport = field(default_factory=ImportReport)
     # id -> (namespace, last_seq) of sessions known to be stored.
@@ -387,7 +394,7 @@ class _Importer:
 
     @property
     def namespace(self) -> str:
-        return self.store.namespace
+        return self.core.namespace
 
     def open(self, path: Path, fmt: Format) -> list[ImportedSession] | None:
         """The sessions of a file, not yet read; ``None`` (and a failure) if it cannot
@@ -512,7 +519,7 @@ class _Importer:
         if not wanted:
             return
         self.absent.update(wanted)
-        rows = await self.store._backend.fetch(q.existing_sessions(wanted, self.store._flavour))
+        rows = await self.core.backend.fetch(q.existing_sessions(wanted, self.core.flavour))
         for row in rows:
             self.stored[row["id"]] = (row["namespace"], int(row["last_seq"]))
 
@@ -557,9 +564,11 @@ class _Importer:
                         f"{parent_id}"
                     )
                 if fork_seq:
-                    inherited = await self._count_messages(parent_id, fork_seq)
+                    inherited = await self.core.transact(
+                        lambda tx: self.core.count_messages(tx, parent_id, fork_seq)
+                    )
         rows = _Rows(session, session_id, self.namespace, parent_id, inherited)
-        rows.max_bytes = self.store.settings.max_record_bytes
+        rows.max_bytes = self.core.max_record_bytes
         # Strict holds a session whole: nothing of a file with a bad line may be written.
         limit = (2**62, 2**62) if self.strict else (STREAM_RECORDS, STREAM_CHARS)
         first = rows.chunk(*limit)
@@ -567,15 +576,6 @@ class _Importer:
             return rows.prepared(first)
         rows.first = first
         return rows
-
-    async def _count_messages(self, session_id: str, upto: int) -> int:
-        backend = self.store._backend
-        total = 0
-        for lin in await backend.fetch(q.lineage_ids(session_id, self.namespace)):
-            limit = min(upto, int(lin["upto"]))
-            counted = await backend.fetch(q.count_messages(lin["id"], limit))
-            total += int(counted[0]["n"])
-        return total
 
     # -- writes -----------------------------------------------------------------------
 
@@ -640,9 +640,14 @@ class _Importer:
             self._written(prepared)
 
     async def _write(self, batch: list[_Prepared]) -> None:
-        async with self.store._backend.transaction() as tx:
+        """One transaction for the batch, run again after a retryable failure as every
+        other write is (the rows are in memory)."""
+
+        async def unit(tx: Transaction) -> None:
             await tx.insert(sessions, [p.session_row for p in batch])
             await tx.insert(records, [row for p in batch for row in p.record_rows])
+
+        await self.core.transact(unit)
 
     async def _write_one(self, prepared: _Prepared) -> None:
         session_id = prepared.session_row[0]
@@ -674,7 +679,9 @@ class _Importer:
         """
         session_id = rows.session_id
         try:
-            async with self.store._backend.transaction() as tx:
+            # One attempt: the chunks are read from the file as they are written, so
+            # the transaction cannot run again; a retryable failure reaches the caller.
+            async with self.core.backend.transaction() as tx:
                 # The records need the session row; its final values come at the end.
                 await tx.insert(sessions, [rows.session_row()])
                 chunk = rows.first
@@ -725,7 +732,7 @@ class _Rows:
     session written in chunks is fixed when its first chunk is. Records keep the times
     the file gives; the session row's ``created_at`` and ``last_message_at`` are never
     later than ``stored_at`` (when the import began storing the session), so a file's
-    dates cannot keep a session from :meth:`~sessiondb.SessionStore.prune` or pin it to
+    dates cannot keep a session from :meth:`~sessiondb.SessionStore.expire` or pin it to
     the top of listings.
     """
 
@@ -753,7 +760,7 @@ class _Rows:
         self.stored_at = datetime.now(UTC)
         self.last: datetime | None = None
         self.messages = 0
-        self.tokens = (0, 0, 0, 0)
+        self.tokens = TokenCounts()
         self.cost = 0.0
         self.name: str | None = None
         self.named = False
@@ -816,15 +823,10 @@ class _Rows:
         if not self.named and any(r.wire is not None and r.wire["role"] == "user" for r in news):
             self.named, self.name = True, delta.name
         self.messages += delta.messages
-        self.tokens = (
-            self.tokens[0] + delta.tokens[0],
-            self.tokens[1] + delta.tokens[1],
-            self.tokens[2] + delta.tokens[2],
-            self.tokens[3] + delta.tokens[3],
-        )
+        self.tokens += delta.tokens
         for news_row in news:  # summed in record order, as one HeadDelta over all would
             if news_row.wire is not None and "usage" in news_row.wire:
-                self.cost += wire_usage(news_row.wire)[1]
+                self.cost += usage_cost(news_row.wire)
         self.count += len(rows)
         self.chars += chars
         return rows
@@ -839,13 +841,16 @@ class _Rows:
         try:
             if details.source == "interactive" and details.cron_job_id is not None:
                 raise InvalidInputError("cron_job_id is only for source='cron'")
-            values: dict[str, Any] = {
-                "id": self.session_id,
-                "namespace": self.namespace,
-                "created_at": _no_later(self.created_at, self.stored_at),
-                "last_message_at": _no_later(self.last_message_at, self.stored_at),
-                "source": details.source,
-                **session_fields(
+            created_at = _no_later(self.created_at, self.stored_at)
+            last_message_at = _no_later(self.last_message_at, self.stored_at)
+            assert created_at is not None and last_message_at is not None  # set by chunk()
+            values = session_row(
+                self.session_id,
+                self.namespace,
+                created_at=created_at,
+                last_message_at=last_message_at,
+                source=details.source,
+                fields=session_fields(
                     details.name,
                     details.model,
                     details.cron_job_id,
@@ -853,19 +858,15 @@ class _Rows:
                     details.metadata or None,
                     self.max_bytes,
                 ),
-                "last_seq": self.last_seq,
-                "message_count": self.inherited + self.messages,
-                "input_tokens": self.tokens[0],
-                "output_tokens": self.tokens[1],
-                "cache_read_tokens": self.tokens[2],
-                "cache_write_tokens": self.tokens[3],
-                "cost_total": self.cost,
-                "parent_id": self.parent_id,
-                "fork_seq": self.base if self.parent_id is not None else None,
+                counters=head_counters(
+                    self.last_seq, self.inherited + self.messages, self.tokens, self.cost
+                ),
+                parent_id=self.parent_id,
+                fork_seq=self.base if self.parent_id is not None else None,
                 # A native file's own id, which its export writes back; other files
                 # carry no key (the key addresses a session in one database).
-                "key": self.session.key if native.id_of_key(self.session.key) else None,
-            }
+                key=self.session.key if native.id_of_key(self.session.key) else None,
+            )
         except InvalidInputError as exc:
             raise _Refused(str(exc)) from exc
         values["name"] = values["name"] or self.name
@@ -1026,7 +1027,7 @@ def _column(value: Any) -> str | None:
 
 
 async def export_session(
-    store: SessionStore, session_id: str, out_dir: str | Path, format: str = "native"
+    store: HasCore | Core, session_id: str, out_dir: str | Path, format: str = "native"
 ) -> list[Path]:
     """Write one session as ``format``'s file(s) under ``out_dir``; the paths written.
 
@@ -1037,19 +1038,21 @@ async def export_session(
         InvalidInputError: an unknown format.
         SessionNotFoundError: no such session in this namespace.
     """
+    core = core_of(store)
     fmt = get_format(format)
-    await store._settle_background()  # the statistics of an import just made
-    info = await store.get_session(session_id)
+    await core.settle_background()  # the statistics of an import just made
+    check_session_id(session_id)
+    info = await core.session(session_id)
     if fmt.name == native.NAME and info.parent_id is not None:
-        parent = await store._backend.fetch(q.get_session(info.parent_id, store.namespace))
+        parent = await core.backend.fetch(q.get_session(info.parent_id, core.namespace))
         if parent:
             info = _native_view(info, session_info(parent[0]))
 
     async def read(after: Any) -> list[Any]:
-        return await store._backend.fetch(
+        return await core.backend.fetch(
             q.lineage_records(
                 session_id,
-                store.namespace,
+                core.namespace,
                 include_tombstoned=True,
                 include_superseded=True,
                 from_seq=None if after is None else after + 1,
@@ -1075,7 +1078,7 @@ _SESSION_PAGE = 1_000
 
 
 async def export_all(
-    store: SessionStore, out_dir: str | Path, format: str = "native"
+    store: HasCore | Core, out_dir: str | Path, format: str = "native"
 ) -> dict[str, list[Path]]:
     """Export every session of the store's namespace under ``out_dir``: id -> paths.
 
@@ -1087,15 +1090,16 @@ async def export_all(
     Raises:
         InvalidInputError: an unknown format, or ``out_dir`` cannot be written.
     """
+    core = core_of(store)
     fmt = get_format(format)
-    await store._settle_background()  # the statistics of an import just made
-    backend = store._backend
+    await core.settle_background()  # the statistics of an import just made
+    backend = core.backend
     folder = Path(out_dir)
     infos: dict[str, SessionInfo] = {}
     after_id: str | None = None
     while True:
         page = await backend.fetch(
-            q.sessions_by_id(store.namespace, after=after_id, limit=_SESSION_PAGE)
+            q.sessions_by_id(core.namespace, after=after_id, limit=_SESSION_PAGE)
         )
         infos.update((row["id"], session_info(row)) for row in page)
         if len(page) < _SESSION_PAGE:
@@ -1103,7 +1107,7 @@ async def export_all(
         after_id = page[-1]["id"]
     # A namespace that holds every session reads the records with no namespace check;
     # the writer passes over a session made in another namespace since (not in infos).
-    every = not (await backend.fetch(q.other_namespace(store.namespace)))[0]["other"]
+    every = not (await backend.fetch(q.other_namespace(core.namespace)))[0]["other"]
     if fmt.name == native.NAME:
         for i, info in infos.items():
             if info.parent_id is not None and info.parent_id in infos:
@@ -1115,11 +1119,11 @@ async def export_all(
     async def read(after: Any) -> list[Any]:
         return await backend.fetch(
             q.namespace_records(
-                store.namespace,
+                core.namespace,
                 after=after,
                 limit=EXPORT_BATCH,
                 every=every,
-                flavour=store._flavour,
+                flavour=core.flavour,
             ),
             plain=True,
         )
@@ -1134,11 +1138,11 @@ async def export_all(
             empty: list[tuple[SessionInfo, list[Any]]] = [
                 (info, []) for i, info in bulk.items() if i not in written
             ]
-            written.update(await asyncio.to_thread(_write_sessions, fmt, empty, folder))
+            written.update(await asyncio.to_thread(_write_files, fmt, empty, folder))
         except OSError as exc:
             raise InvalidInputError(f"cannot export to {folder}: {exc}") from exc
         for session_id in forks:
-            written[session_id] = await export_session(store, session_id, folder, format)
+            written[session_id] = await export_session(core, session_id, folder, format)
     return {i: written[i] for i in infos if i in written}
 
 
@@ -1253,7 +1257,7 @@ def _batches_of(batches: queue.Queue[list[Any] | None]) -> Iterator[list[Any]]:
         yield batch
 
 
-def _write_sessions(
+def _write_files(
     fmt: Format, sessions: list[tuple[SessionInfo, list[Any]]], folder: Path
 ) -> dict[str, list[Path]]:
     return {info.id: _write_session(fmt, info, rows, folder) for info, rows in sessions}

@@ -36,14 +36,14 @@ import os
 import random
 import secrets
 import socket
-import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import statements as q
 from .backends import IntegrityViolation, Transaction
+from .core import Core, HasCore, core_of
 from .errors import (
     InvalidInputError,
     LeaseLostError,
@@ -56,9 +56,6 @@ from .ids import check_session_id
 from .models import Message, Record
 from .rows import utc
 from .validation import column_text
-
-if TYPE_CHECKING:
-    from .store import SessionStore
 
 DEFAULT_LEASE = 30.0
 MIN_LEASE = 0.1
@@ -128,36 +125,10 @@ def _seconds(value: object) -> float | None:
         return None
 
 
-class _Board:
-    """Waiters of one store, by session: a release wakes them without waiting for their
-    next poll."""
-
-    def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
-
-    async def wait(self, session_id: str, seconds: float) -> None:
-        event = self._events.setdefault(session_id, asyncio.Event())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), seconds)
-
-    def wake(self, session_id: str) -> None:
-        event = self._events.pop(session_id, None)
-        if event is not None:
-            event.set()
-
-
-_boards: weakref.WeakKeyDictionary[Any, _Board] = weakref.WeakKeyDictionary()
-
-
-def _board(store: SessionStore) -> _Board:
-    board = _boards.get(store)
-    if board is None:
-        board = _boards[store] = _Board()
-    return board
-
-
 @dataclass
-class _Ahead:
+class Ahead:
+    """Who holds the turn a waiter waits for, and since when."""
+
     holder: str | None = None
     since: datetime | None = None
 
@@ -171,7 +142,7 @@ class Turn:
 
     def __init__(
         self,
-        store: SessionStore,
+        store: HasCore | Core,
         session_id: str,
         *,
         ticket: int,
@@ -181,7 +152,8 @@ class Turn:
         acquired_at: datetime,
         expires_at: datetime,
     ) -> None:
-        self._store = store
+        # A store hands over its core; the turn never needs more of it.
+        self._core = core_of(store)
         self.session_id = session_id
         self.holder = holder
         self.lease = lease
@@ -216,8 +188,8 @@ class Turn:
             LeaseLostError: the lease expired or another holder took the session.
             and what :meth:`SessionStore.append` raises.
         """
-        rows = self._store._message_rows(messages)
-        return await self._store._append(
+        rows = self._core.message_rows(messages)
+        return await self._core.append(
             self.session_id, rows, expected_seq=expected_seq, fence=self._fence
         )
 
@@ -228,13 +200,13 @@ class Turn:
         Raises:
             LeaseLostError: the lease had run out already.
         """
-        store = self._store
-        bound = q.turn_renew(self.session_id, self.ticket, self.token, self.lease, store._flavour)
-        return self._renewed(await store._backend.execute(bound))
+        core = self._core
+        bound = q.turn_renew(self.session_id, self.ticket, self.token, self.lease, core.flavour)
+        return self._renewed(await core.backend.execute(bound))
 
     async def _fence(self, tx: Transaction) -> None:
-        store = self._store
-        bound = q.turn_renew(self.session_id, self.ticket, self.token, self.lease, store._flavour)
+        core = self._core
+        bound = q.turn_renew(self.session_id, self.ticket, self.token, self.lease, core.flavour)
         self._renewed(await tx.fetch(bound))
 
     def _renewed(self, rows: list[Any]) -> datetime:
@@ -278,25 +250,23 @@ class Turn:
         if self._released:
             return
         self._released = True
-        store = self._store
+        core = self._core
         with contextlib.suppress(SessionDBError):
-            await store._backend.execute(
-                q.turn_release(self.session_id, store.namespace, self.token)
-            )
-        _board(store).wake(self.session_id)
+            await core.backend.execute(q.turn_release(self.session_id, core.namespace, self.token))
+        core.turn_wakeups.wake(self.session_id)
 
 
 @contextlib.asynccontextmanager
-async def hold(store: SessionStore, session_id: str, args: TurnArgs) -> AsyncIterator[Turn]:
+async def hold(core: Core, session_id: str, args: TurnArgs) -> AsyncIterator[Turn]:
     """Wait for the session's turn, hold it for the block, release it after."""
-    turn = await acquire(store, session_id, args)
+    turn = await acquire(core, session_id, args)
     try:
         yield turn
     finally:
         await asyncio.shield(turn.release())
 
 
-async def acquire(store: SessionStore, session_id: str, args: TurnArgs) -> Turn:
+async def acquire(core: Core, session_id: str, args: TurnArgs) -> Turn:
     """Queue for the session's turn and wait until it is ours (see the module doc).
 
     Raises:
@@ -306,12 +276,12 @@ async def acquire(store: SessionStore, session_id: str, args: TurnArgs) -> Turn:
     check_session_id(session_id)
     loop = asyncio.get_running_loop()
     deadline = None if args.timeout is None else loop.time() + args.timeout
-    board = _board(store)
+    board = core.turn_wakeups
     token = secrets.token_hex(16)
     delay = POLL_FIRST
     longest = min(POLL_MAX, args.lease / 3)
     try:
-        ticket, claimed, ahead = await _enqueue(store, session_id, token, args)
+        ticket, claimed, ahead = await _enqueue(core, session_id, token, args)
         while claimed is None:
             now = loop.time()
             if deadline is not None and now >= deadline:
@@ -322,18 +292,18 @@ async def acquire(store: SessionStore, session_id: str, args: TurnArgs) -> Turn:
                 wait = min(wait, deadline - now)
             await board.wait(session_id, wait)
             delay = min(delay * 1.5, longest)
-            ticket, claimed, ahead = await _poll(store, session_id, ticket, token, args)
+            ticket, claimed, ahead = await _poll(core, session_id, ticket, token, args)
     except BaseException:
         with contextlib.suppress(Exception):
             # By token: the row is found whatever ticket it holds now.
             await asyncio.shield(
-                store._backend.execute(q.turn_release(session_id, store.namespace, token))
+                core.backend.execute(q.turn_release(session_id, core.namespace, token))
             )
         board.wake(session_id)
         raise
     acquired_at, expires_at = claimed
     turn = Turn(
-        store,
+        core,
         session_id,
         ticket=ticket,
         token=token,
@@ -350,16 +320,14 @@ Claimed = tuple[datetime, datetime] | None
 
 
 async def _enqueue(
-    store: SessionStore, session_id: str, token: str, args: TurnArgs
-) -> tuple[int, Claimed, _Ahead]:
+    core: Core, session_id: str, token: str, args: TurnArgs
+) -> tuple[int, Claimed, Ahead]:
     """Queue a row: ours at once when the session has no other row (one statement);
     else one :func:`_poll` right away, which clears dead rows and says who is ahead."""
-    bound = q.turn_enqueue(
-        session_id, store.namespace, token, args.holder, args.lease, store._flavour
-    )
+    bound = q.turn_enqueue(session_id, core.namespace, token, args.holder, args.lease, core.flavour)
     for attempt in range(ENQUEUE_ATTEMPTS):
         try:
-            rows = await store._backend.execute(bound)
+            rows = await core.backend.execute(bound)
             break
         except IntegrityViolation:
             # Another caller took the same ticket first (or the session went away).
@@ -367,34 +335,34 @@ async def _enqueue(
                 raise
             await asyncio.sleep(POLL_FIRST * random.uniform(0.5, 1.0) * (attempt + 1))
     if not rows:
-        raise SessionNotFoundError(session_id, store.namespace)
+        raise SessionNotFoundError(session_id, core.namespace)
     ticket, acquired_at, expires_at = rows[0][0], rows[0][1], rows[0][2]
     if acquired_at is not None:
-        return int(ticket), (utc(acquired_at), utc(expires_at)), _Ahead()
-    return await _poll(store, session_id, int(ticket), token, args)
+        return int(ticket), (utc(acquired_at), utc(expires_at)), Ahead()
+    return await _poll(core, session_id, int(ticket), token, args)
 
 
 async def _poll(
-    store: SessionStore, session_id: str, ticket: int, token: str, args: TurnArgs
-) -> tuple[int, Claimed, _Ahead]:
+    core: Core, session_id: str, ticket: int, token: str, args: TurnArgs
+) -> tuple[int, Claimed, Ahead]:
     """One look: purge dead rows, renew ours, take the turn if no row is ahead. Returns
     (our ticket, claimed, who is ahead); a row whose lease ran out while we waited (this
     process was paused) is queued again, at the back."""
-    flavour = store._flavour
+    flavour = core.flavour
 
-    async def unit(tx: Transaction) -> tuple[Claimed, _Ahead | None]:
+    async def unit(tx: Transaction) -> tuple[Claimed, Ahead | None]:
         await tx.fetch(q.turn_purge(session_id, flavour))
         return await _claim(tx, session_id, ticket, token, args.lease, flavour)
 
-    claimed, ahead = await store._transact(unit)
+    claimed, ahead = await core.transact(unit)
     if claimed is None and ahead is None:
-        return await _enqueue(store, session_id, token, args)
-    return ticket, claimed, ahead or _Ahead()
+        return await _enqueue(core, session_id, token, args)
+    return ticket, claimed, ahead or Ahead()
 
 
 async def _claim(
     tx: Transaction, session_id: str, ticket: int, token: str, lease: float, flavour: str
-) -> tuple[Claimed, _Ahead | None]:
+) -> tuple[Claimed, Ahead | None]:
     """(claimed, None) when the turn is ours; (None, who is ahead) while we wait;
     (None, None) when our row is gone."""
     rows = await tx.fetch(q.turn_claim(session_id, ticket, token, lease, flavour))
@@ -405,6 +373,6 @@ async def _claim(
         return (utc(acquired_at), utc(expires_at)), None
     first = await tx.fetch(q.turn_ahead(session_id, ticket, flavour))
     if not first:
-        return None, _Ahead()
+        return None, Ahead()
     holder, since = first[0][0], first[0][1]
-    return None, _Ahead(holder, utc(since) if since is not None else None)
+    return None, Ahead(holder, utc(since) if since is not None else None)

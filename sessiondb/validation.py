@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from pydantic import ValidationError
 
 from . import jsoncodec
 from .errors import InvalidInputError, brief
@@ -132,15 +135,29 @@ def check_depth(value: Any, what: str, text: str | bytes | None = None) -> None:
         raise InvalidInputError(too_deep(what))
 
 
-def strict_int(value: Any, what: str, *, minimum: int | None = None) -> int:
-    """An int (not a bool) within 64 bits and at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{what} must be an int, got {brief(value)}")
+def strict_int(
+    value: Any, what: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """An int (not a bool) within 64 bits and within ``minimum``..``maximum``: the one
+    check every integer argument goes through, so that each says the same."""
     low = -(2**63) if minimum is None else minimum
-    if not low <= value < 2**63:
-        bound = f">= {minimum} and " if minimum is not None else ""
-        raise InvalidInputError(f"{what} must be {bound}below 2**63, got {brief(value)}")
+    high = 2**63 - 1 if maximum is None else maximum
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        wanted = _int_range(minimum, maximum)
+        raise InvalidInputError(f"{what} must be {wanted}, got {brief(value)}")
     return value
+
+
+def _int_range(minimum: int | None, maximum: int | None) -> str:
+    if maximum is not None:
+        return f"an int in {minimum if minimum is not None else -(2**63)}..{maximum}"
+    if minimum is None:
+        return "a 64-bit int"
+    if minimum == 0:
+        return "a non-negative int"
+    if minimum == 1:
+        return "a positive int"
+    return f"an int >= {minimum}"
 
 
 def check_record_size(payload: str, limit: int, what: str) -> None:
@@ -152,3 +169,66 @@ def check_record_size(payload: str, limit: int, what: str) -> None:
         raise InvalidInputError(
             f"{what} is {size} bytes as stored, over the store's max_record_bytes of {limit}"
         )
+
+
+def check_bool(value: object, name: str) -> None:
+    """A flag: ``True`` or ``False``, not a truthy value."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got {brief(value)}")
+
+
+def check_source(source: object, cron_job_id: object) -> None:
+    """A session's ``source``, and ``cron_job_id`` only with ``source='cron'``."""
+    if source not in ("interactive", "cron"):
+        raise InvalidInputError(f"source must be 'interactive' or 'cron', got {brief(source)}")
+    if source == "interactive" and cron_job_id is not None:
+        raise InvalidInputError("cron_job_id is only for source='cron'")
+
+
+def check_list(value: object, name: str, what: str) -> None:
+    """A list-like of ``what``: an iterable that is not itself one string."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidInputError(f"{name} must be a list of {what}, got {brief(value)}")
+
+
+def record_kinds(kinds: Iterable[str] | None, known: Sequence[str]) -> tuple[str, ...] | None:
+    """``records(kinds=…)`` checked: an iterable of known kind names, not one string;
+    sorted and unique, so that each set of kinds makes one cached statement."""
+    if kinds is None:
+        return None
+    if isinstance(kinds, str | bytes) or not isinstance(kinds, Iterable):
+        raise InvalidInputError(
+            f"kinds must be a list of kind names ({', '.join(known)}), got {brief(kinds)}"
+        )
+    chosen = []
+    for kind in kinds:
+        if not isinstance(kind, str) or kind not in known:
+            raise InvalidInputError(
+                f"unknown record kind {brief(kind)}; kinds are {', '.join(known)}"
+            )
+        chosen.append(kind)
+    return tuple(sorted(set(chosen)))
+
+
+def prune_seqs(seqs: object, most: int) -> list[int]:
+    """``append_prune``'s seqs checked: a non-empty list of at most ``most`` distinct
+    positive ints; sorted."""
+    if isinstance(seqs, str | bytes) or not isinstance(seqs, Sequence):
+        raise InvalidInputError(f"seqs must be a list of ints, got {type(seqs).__name__}")
+    if not seqs:
+        raise InvalidInputError("seqs must name at least one tool result")
+    if len(seqs) > most:
+        raise InvalidInputError(f"at most {most} seqs per prune, got {len(seqs)}")
+    for seq in seqs:
+        strict_int(seq, "each seq", minimum=1)
+    if len(set(seqs)) != len(seqs):
+        raise InvalidInputError("the same seq appears twice in seqs")
+    return sorted(seqs)
+
+
+def first_error(exc: ValidationError) -> str:
+    """A pydantic error as one line: where, then what."""
+    first = exc.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(p) for p in first["loc"])
+    return message if where in ("messages", "") else f"{where}: {message}"

@@ -1,4 +1,4 @@
-"""Retention (``store.prune`` and ``sessiondb prune``): idle sessions go whole, a fork's
+"""Retention (``store.expire`` and ``sessiondb expire``, once named ``prune``): idle sessions go whole, a fork's
 lineage stays, a dry run writes nothing, the namespace is honoured, work goes in batches.
 
 Not the prune overlay (``append_prune``, ``tests/test_prune.py``).
@@ -76,7 +76,7 @@ async def test_idle_sessions_go_whole_and_recent_ones_stay(store: SessionStore) 
     empty_old = await session(store, days=40)  # no messages: judged by its creation
     recent = await session(store, "c")
     empty_recent = await session(store)
-    report = await store.prune(MONTH)
+    report = await store.expire(MONTH)
     assert isinstance(report, RetentionReport)
     assert sorted(report.deleted) == sorted([old, empty_old])
     assert report.deleted_count == 2 and report.kept_count == 0
@@ -85,7 +85,17 @@ async def test_idle_sessions_go_whole_and_recent_ones_stay(store: SessionStore) 
     assert await exists(store, recent) and await exists(store, empty_recent)
     assert await counts(store) == (2, 1)  # the old session's records went with it
     # Nothing idle is left: a second run deletes nothing.
-    assert (await store.prune(MONTH)).deleted == []
+    assert (await store.expire(MONTH)).deleted == []
+
+
+async def test_prune_is_the_deprecated_old_name_of_expire(store: SessionStore) -> None:
+    old = await session(store, "a", days=40)
+    with pytest.warns(DeprecationWarning, match="SessionStore.expire"):
+        report = await store.prune(MONTH, dry_run=True)
+    assert report.deleted == [old] and report.dry_run
+    with pytest.warns(DeprecationWarning):
+        assert (await store.prune(older_than=MONTH)).deleted == [old]
+    assert not await exists(store, old)
 
 
 async def test_an_old_parent_of_an_active_fork_stays_readable(store: SessionStore) -> None:
@@ -100,14 +110,14 @@ async def test_an_old_parent_of_an_active_fork_stays_readable(store: SessionStor
     idle_fork = (await store.fork(root, at_seq=1)).id
     await backdate(store, idle_fork, 60)
 
-    report = await store.prune(MONTH)
+    report = await store.expire(MONTH)
     assert report.deleted == [idle_fork]
     assert sorted(report.kept_for_forks) == sorted([root, middle])
     assert [m.text() for m in await store.context(leaf)] == ["r1", "r2", "m3", "l4"]
 
     # Once the leaf is idle too, the whole lineage goes, each fork before its parent.
     await backdate(store, leaf, 45)
-    report = await store.prune(MONTH)
+    report = await store.expire(MONTH)
     assert set(report.deleted) == {root, middle, leaf}
     assert report.deleted.index(leaf) < report.deleted.index(middle) < report.deleted.index(root)
     assert await counts(store) == (0, 0)
@@ -120,12 +130,12 @@ async def test_a_dry_run_writes_nothing_and_says_what_would_go(store: SessionSto
     await store.append(child, user("c"))
     await session(store, "new")
     before = await counts(store)
-    dry = await store.prune(MONTH, dry_run=True)
+    dry = await store.expire(MONTH, dry_run=True)
     assert dry.dry_run
     assert await counts(store) == before
     assert sorted(dry.deleted) == sorted(old)
     assert dry.kept_for_forks == [parent]
-    real = await store.prune(MONTH)
+    real = await store.expire(MONTH)
     assert sorted(real.deleted) == sorted(dry.deleted)
     assert real.kept_for_forks == dry.kept_for_forks
 
@@ -137,11 +147,11 @@ async def test_the_namespace_is_honoured(db_url: str) -> None:
     ):
         mine = await session(home, "m", days=40)
         theirs = await session(other, "t", days=40)
-        report = await home.prune(MONTH)
+        report = await home.expire(MONTH)
         assert report.deleted == [mine]
         assert await exists(other, theirs)
         # An operator may prune another namespace by name.
-        report = await home.prune(MONTH, namespace="other")
+        report = await home.expire(MONTH, namespace="other")
         assert report.deleted == [theirs] and report.namespace == "other"
         assert not await exists(other, theirs)
 
@@ -149,9 +159,9 @@ async def test_the_namespace_is_honoured(db_url: str) -> None:
 async def test_work_goes_in_batches(store: SessionStore) -> None:
     ids = [await session(store, f"s{i}", days=40 + i) for i in range(7)]
     keep = await session(store, "recent")
-    dry = await store.prune(MONTH, dry_run=True, batch_size=2)
+    dry = await store.expire(MONTH, dry_run=True, batch_size=2)
     assert dry.batches == 4
-    report = await store.prune(MONTH, batch_size=2)
+    report = await store.expire(MONTH, batch_size=2)
     assert report.batches == 4
     assert sorted(report.deleted) == sorted(ids)
     assert await counts(store) == (1, 1)
@@ -163,7 +173,7 @@ async def test_a_fork_tree_larger_than_a_batch_goes_whole(store: SessionStore) -
     forks = [(await store.fork(root)).id for _ in range(5)]
     for sid in [root, *forks]:
         await backdate(store, sid, 40)
-    report = await store.prune(MONTH, batch_size=1)
+    report = await store.expire(MONTH, batch_size=1)
     # The root is the oldest: its batch takes its forks with it, before it.
     assert set(report.deleted[:-1]) == set(forks) and report.deleted[-1] == root
     assert await counts(store) == (0, 0)
@@ -172,9 +182,9 @@ async def test_a_fork_tree_larger_than_a_batch_goes_whole(store: SessionStore) -
 async def test_a_session_whose_turn_is_held_stays(store: SessionStore) -> None:
     busy = await session(store, "b", days=40)
     async with store.turn(busy, holder="worker"):
-        report = await store.prune(MONTH)
+        report = await store.expire(MONTH)
         assert report.deleted == [] and report.kept_busy == [busy]
-    assert (await store.prune(MONTH)).deleted == [busy]
+    assert (await store.expire(MONTH)).deleted == [busy]
 
 
 async def test_bad_arguments_are_refused(store: SessionStore) -> None:
@@ -192,7 +202,7 @@ async def test_bad_arguments_are_refused(store: SessionStore) -> None:
         ((MONTH,), {"batch_size": True}),
     ):
         with pytest.raises(InvalidInputError):
-            await store.prune(*args, **kwargs)
+            await store.expire(*args, **kwargs)
     assert await exists(store, sid)
 
 
@@ -266,7 +276,7 @@ def test_prune_arguments_fuzzed_raise_only_sessiondb_errors(db_url: str) -> None
         )
         def check(older_than: Any, kwargs: dict[str, Any]) -> None:
             try:
-                report = run(store.prune(older_than, **kwargs))
+                report = run(store.expire(older_than, **kwargs))
             except SessionDBError:
                 return
             assert report.deleted_count >= 0
@@ -286,7 +296,7 @@ def cli(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-async def test_cli_prune_dry_run_then_for_real(db_url: str) -> None:
+async def test_cli_expire_and_its_old_name_prune(db_url: str) -> None:
     async with SessionStore.open(db_url) as store:
         old = await session(store, "o", days=40)
         parent = await session(store, "p", days=40)
@@ -303,7 +313,7 @@ async def test_cli_prune_dry_run_then_for_real(db_url: str) -> None:
         assert await exists(store, old)
 
     code, out = await asyncio.to_thread(
-        cli, "prune", "--older-than", "720h", "--json", "--db", db_url
+        cli, "expire", "--older-than", "720h", "--json", "--db", db_url
     )
     assert code == 0, out
     data = json.loads(out)
@@ -315,7 +325,7 @@ async def test_cli_prune_dry_run_then_for_real(db_url: str) -> None:
 
 
 async def test_cli_prune_refuses_a_bad_age(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _ = await asyncio.to_thread(cli, "--db", db_url, "prune", "--older-than", "30x")
+    code, _ = await asyncio.to_thread(cli, "--db", db_url, "expire", "--older-than", "30x")
     assert code == 1
     assert "30x" in capsys.readouterr().err
 

@@ -1333,10 +1333,10 @@ async def test_a_file_dated_in_the_future_does_not_steer_listing_or_retention(
     listed = await store.list_sessions()
     assert [i.id for i in listed.items] == [newer.id, sid]
     # Retention: idle since it was stored, it goes like any other.
-    kept = await store.prune(older_than=timedelta(days=1))
+    kept = await store.expire(older_than=timedelta(days=1))
     assert kept.deleted == []
     await clock_past(newer.created_at + timedelta(microseconds=1))
-    gone = await store.prune(older_than=timedelta(microseconds=1))
+    gone = await store.expire(older_than=timedelta(microseconds=1))
     assert sorted(gone.deleted) == sorted([sid, newer.id])
     with pytest.raises(SessionNotFoundError):
         await store.get_session(sid)

@@ -4,10 +4,10 @@ The planning (token estimates, cut point, file lists, prompts, serialisation) is
 functions over plain values; :mod:`.engine` runs it against a store.
 """
 
+from .breaker import CircuitBreaker
 from .cut import CutPoint, find_cut_point, valid_cut_indexes
 from .engine import (
     AutoCompactOutcome,
-    CircuitBreaker,
     CompactionEvent,
     CompactionResult,
     ContextSnapshot,

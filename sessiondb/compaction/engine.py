@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import inspect
 import time
-import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..context import pruned_message, shows_summary, summary_message
 from ..errors import (
@@ -21,6 +20,7 @@ from ..errors import (
 )
 from ..models import Compaction, Message, Prune, Record
 from ..validation import check_record_size
+from .breaker import CircuitBreaker
 from .files import format_file_ops
 from .plan import CompactionPlan, plan_compaction
 from .prompts import SPLIT_TURN_HEADING, SYSTEM_PROMPT, build_prompt
@@ -31,7 +31,58 @@ from .summarizers import Summarizer
 from .tokens import Tokenizer, estimate_message_tokens, estimate_tokens, usage_tokens
 
 if TYPE_CHECKING:
-    from ..store import SessionStore
+    from collections.abc import Iterable
+
+    from ..config import Settings
+    from ..models import SessionInfo
+
+
+class CompactionStore(Protocol):
+    """What the engine needs of a store: its public reads and overlay appends, and its
+    circuit breaker. :class:`sessiondb.SessionStore` is one."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def compaction_breaker(self) -> CircuitBreaker: ...
+
+    async def get_session(self, session_id: str) -> SessionInfo: ...
+
+    async def context(self, session_id: str) -> list[Message]: ...
+
+    async def records(
+        self,
+        session_id: str,
+        *,
+        include_superseded: bool = ...,
+        kinds: Iterable[str] | None = ...,
+        from_seq: int | None = ...,
+        to_seq: int | None = ...,
+    ) -> list[Record]: ...
+
+    async def append_compaction(
+        self,
+        session_id: str,
+        *,
+        summary: str,
+        first_kept_seq: int,
+        tokens_before: int = ...,
+        read_files: Sequence[str] = ...,
+        modified_files: Sequence[str] = ...,
+        expected_seq: int | None = ...,
+    ) -> Record: ...
+
+    async def append_prune(
+        self,
+        session_id: str,
+        seqs: Sequence[int],
+        *,
+        marker: str = ...,
+        tokens_freed: int = ...,
+        expected_seq: int | None = ...,
+    ) -> Record: ...
+
 
 EventType = Literal[
     "compaction.start",
@@ -127,7 +178,7 @@ class ContextSnapshot:
         return head + [m for _, m in self.entries]
 
 
-async def read_context(store: SessionStore, session_id: str) -> ContextSnapshot:
+async def read_context(store: CompactionStore, session_id: str) -> ContextSnapshot:
     """The session's context with seqs, in one read.
 
     Raises:
@@ -153,7 +204,7 @@ async def read_context(store: SessionStore, session_id: str) -> ContextSnapshot:
 
 
 async def plan(
-    store: SessionStore,
+    store: CompactionStore,
     session_id: str,
     settings: CompactionSettings | None = None,
     *,
@@ -171,7 +222,7 @@ async def plan(
 
 
 async def compact(
-    store: SessionStore,
+    store: CompactionStore,
     session_id: str,
     summarizer: Summarizer,
     settings: CompactionSettings | None = None,
@@ -333,7 +384,7 @@ class _Pruning:
 
 
 async def _prune(
-    store: SessionStore,
+    store: CompactionStore,
     session_id: str,
     snapshot: ContextSnapshot,
     settings: CompactionSettings,
@@ -381,41 +432,10 @@ async def _finish(
 # -- auto-compaction ------------------------------------------------------------------
 
 
-class CircuitBreaker:
-    """Counts consecutive failed auto-compactions per session."""
-
-    def __init__(self) -> None:
-        self._failures: dict[str, int] = {}
-
-    def failures(self, session_id: str) -> int:
-        return self._failures.get(session_id, 0)
-
-    def record_failure(self, session_id: str) -> int:
-        count = self._failures.get(session_id, 0) + 1
-        self._failures[session_id] = count
-        return count
-
-    def record_success(self, session_id: str) -> None:
-        self._failures.pop(session_id, None)
-
-    def reset(self, session_id: str | None = None) -> None:
-        """Let auto-compaction try again (for one session, or all)."""
-        if session_id is None:
-            self._failures.clear()
-        else:
-            self._failures.pop(session_id, None)
-
-
-# One breaker per store object unless the caller brings one; it goes with the store.
-_BREAKERS: weakref.WeakKeyDictionary[SessionStore, CircuitBreaker] = weakref.WeakKeyDictionary()
-
-
-def breaker_for(store: SessionStore) -> CircuitBreaker:
-    """The circuit breaker :func:`maybe_compact` uses for ``store`` by default."""
-    breaker = _BREAKERS.get(store)
-    if breaker is None:
-        breaker = _BREAKERS[store] = CircuitBreaker()
-    return breaker
+def breaker_for(store: CompactionStore) -> CircuitBreaker:
+    """The circuit breaker :func:`maybe_compact` uses for ``store`` by default: the
+    store's own, which :meth:`SessionStore.maybe_compact` uses too."""
+    return store.compaction_breaker
 
 
 AutoStatus = Literal[
@@ -450,7 +470,7 @@ class AutoCompactOutcome:
 
 
 async def maybe_compact(
-    store: SessionStore,
+    store: CompactionStore,
     session_id: str,
     summarizer: Summarizer,
     settings: CompactionSettings | None = None,
@@ -556,7 +576,7 @@ _FIRST_WINDOW = 32
 
 
 async def measure_context(
-    store: SessionStore, session_id: str, *, tokenizer: Tokenizer | None = None
+    store: CompactionStore, session_id: str, *, tokenizer: Tokenizer | None = None
 ) -> ContextTokens:
     """:func:`context_tokens` with how the figure was found.
 
@@ -594,7 +614,7 @@ async def measure_context(
 
 
 async def context_tokens(
-    store: SessionStore, session_id: str, *, tokenizer: Tokenizer | None = None
+    store: CompactionStore, session_id: str, *, tokenizer: Tokenizer | None = None
 ) -> int:
     """The context's size in tokens, as the trigger sees it: the last assistant
     message's reported usage plus estimates for the messages after it, else the estimate
@@ -608,7 +628,7 @@ async def context_tokens(
 
 
 async def _estimate_all(
-    store: SessionStore, session_id: str, tokenizer: Tokenizer | None, read: int
+    store: CompactionStore, session_id: str, tokenizer: Tokenizer | None, read: int
 ) -> ContextTokens:
     messages = await store.context(session_id)
     return ContextTokens(estimate_tokens(messages, tokenizer), "estimate", read + len(messages))
@@ -676,7 +696,7 @@ def _check_summary_size(summary: str, limit: int) -> None:
 
 
 async def _check_no_new_compaction(
-    store: SessionStore, session_id: str, snapshot: ContextSnapshot
+    store: CompactionStore, session_id: str, snapshot: ContextSnapshot
 ) -> None:
     since = snapshot.previous.seq + 1 if snapshot.previous is not None else 1
     newer = await store.records(session_id, kinds=("compaction",), from_seq=since)

@@ -17,6 +17,7 @@ from ..errors import (
     SeqConflictError,
     SessionNotFoundError,
 )
+from ..kinds import WRITTEN_KINDS
 from ..naming import derive_name
 from .views import ModelRecord, ModelSession
 
@@ -28,7 +29,7 @@ SUMMARY_PREFIX = (
 )
 SUMMARY_SUFFIX = "\n</summary>"
 
-KINDS = ("message", "compaction", "tombstone", "prune")
+KINDS = WRITTEN_KINDS
 
 # A key's limits (characters, and bytes of UTF-8), written out for the same reason.
 MAX_KEY_CHARS = 512

@@ -1,0 +1,92 @@
+"""Forks: a child session that inherits its parent's records up to a seq by reference
+(:meth:`SessionStore.fork`), or holds a copy of them (``detach``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import statements as q
+from .backends import IntegrityViolation
+from .core import now
+from .errors import InvalidInputError, SessionNotFoundError, brief
+from .ids import new_session_id
+from .rows import HEAD_COUNTERS, head_counters, session_row, utc
+from .tables import sessions
+
+if TYPE_CHECKING:
+    from .backends import Transaction
+    from .core import Core
+
+
+async def fork(
+    core: Core, session_id: str, at_seq: int | None, name: str | None, detach: bool
+) -> str:
+    """Create the child in one transaction; its id."""
+    child_id = new_session_id()
+    at = now()
+
+    async def unit(tx: Transaction) -> None:
+        found = await tx.fetch(q.get_session(session_id, core.namespace))
+        if not found:
+            raise SessionNotFoundError(session_id, core.namespace)
+        parent = found[0]
+        head = int(parent["last_seq"])
+        point = head if at_seq is None else at_seq
+        if not 0 <= point <= head:
+            raise InvalidInputError(
+                f"at_seq must be an int in 0..{head} (the head of {session_id}), "
+                f"got {brief(at_seq)}"
+            )
+        if point < head and await core.splits_pair(tx, session_id, point):
+            raise InvalidInputError(
+                f"at_seq {point} is between a tool call and its result; fork before "
+                "the call or after the results"
+            )
+        if point == head:
+            # O(1): the head's counters are the inherited history's.
+            counters = {c: parent[c] for c in HEAD_COUNTERS}
+        else:
+            # Mid-stream the message count is counted; token totals start from zero.
+            messages = await core.count_messages(tx, session_id, point)
+            counters = head_counters(point, messages)
+        values = _child_row(core, child_id, parent, name, at, point == head, counters)
+        if not detach:
+            values.update(parent_id=session_id, fork_seq=point)
+        await tx.fetch((q.insert_rows(sessions.name), values))
+        if detach and point > 0:
+            await tx.fetch(q.copy_lineage(session_id, core.namespace, child_id, point))
+
+    try:
+        await core.transact(unit)
+    except IntegrityViolation as exc:
+        raise core.integrity_error(exc) from exc
+    return child_id
+
+
+def _child_row(
+    core: Core,
+    child_id: str,
+    parent: Any,
+    name: str | None,
+    at: Any,
+    at_head: bool,
+    counters: dict[str, Any],
+) -> dict[str, Any]:
+    """The child's row: the parent's fields, no key (a key names one conversation, and
+    the fork is another one), no parent link until the caller adds it."""
+    return session_row(
+        child_id,
+        core.namespace,
+        created_at=at,
+        # Never later than now, even from a row a file once dated ahead.
+        last_message_at=min(utc(parent["last_message_at"]), at) if at_head else at,
+        source=parent["source"],
+        fields={
+            "name": name if name is not None else parent["name"],
+            "model": parent["model"],
+            "cron_job_id": parent["cron_job_id"],
+            "system_prompt_override": parent["system_prompt_override"],
+            "metadata_json": parent["metadata_json"],
+        },
+        counters=counters,
+    )
