@@ -17,6 +17,12 @@ Two rules keep Postgres's plans reusable:
 
 A few shapes differ by database (``flavour``: ``"postgresql"`` or ``"sqlite"``): the
 one-statement append and ``LATERAL`` exist on Postgres only, and lists bind differently.
+
+This module is longer than the house's 700 lines, and too long to split on purpose: it
+is the catalogue of every SQL statement, read as one when a schema change or an index
+is reviewed (which statement uses which index, which shapes are cached, which values
+are inline), and its sections (sessions, appends, lineage and context, turns,
+retention, import and export) share the private shape builders and constants above them.
 """
 
 from __future__ import annotations

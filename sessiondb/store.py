@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Literal, Unpack
 
 from pydantic import ValidationError
@@ -33,7 +32,6 @@ from .ids import check_session_id
 from .kinds import KINDS
 from .models import Compaction, Message, NewSession, Prune, Record, SessionInfo, SessionPage
 from .rows import new_session_row, records_from_rows, session_info, utc
-from .transfer import ImportProgress, ImportReport
 from .turns import Turn
 from .validation import (
     MAX_NAME_CHARS,
@@ -411,24 +409,16 @@ class SessionStore:
             self._core, cutoff, dry_run=dry, namespace=ns, batch_size=batch
         )
 
-    async def prune(
-        self,
-        older_than: timedelta,
-        *,
-        dry_run: bool = False,
-        namespace: str | None = None,
-        batch_size: int = retention.DEFAULT_BATCH,
-    ) -> retention.RetentionReport:
-        """Deprecated: the old name of :meth:`expire` (retention), which it calls. It
-        named two things, retention and the tool-result overlay (:meth:`append_prune`)."""
+    async def prune(self, older_than: timedelta, **options: Any) -> retention.RetentionReport:
+        """Deprecated: the old name of :meth:`expire` (retention), which it calls with the
+        same arguments. It named two things, retention and the tool-result overlay
+        (:meth:`append_prune`)."""
         warnings.warn(
             "SessionStore.prune is now SessionStore.expire (retention); prune will go",
             DeprecationWarning,
             stacklevel=2,
         )
-        return await self.expire(
-            older_than, dry_run=dry_run, namespace=namespace, batch_size=batch_size
-        )
+        return await self.expire(older_than, **options)
 
     # -- appends --------------------------------------------------------------------
 
@@ -689,45 +679,12 @@ class SessionStore:
 
     # -- files (sessiondb.transfer and sessiondb.formats do the work) ---------------
 
-    async def import_path(
-        self,
-        path: str | Path,
-        format: str = "auto",
-        strict: bool = False,
-        progress: Callable[[ImportProgress], None] | None = None,
-        *,
-        follow_symlinks: bool = False,
-    ) -> ImportReport:
-        """Import session files (a file or a directory tree) at bulk speed.
-
-        Each session is written whole or not at all; a re-import adds nothing (a
-        session's id derives from the namespace and the file's own key). A bad line is
-        kept as a raw entry and reported as ``path:line``; ``strict=True`` fails its file
-        instead. Only regular files are read, and symbolic links under ``path`` are
-        followed only with ``follow_symlinks`` (and never out of ``path``); what is
-        passed over is in the report's ``skipped_paths``. See
-        :func:`sessiondb.transfer.import_path`.
-
-        Raises:
-            InvalidInputError: the path does not exist or is not a regular file or a
-                directory, or an unknown format.
-        """
-        return await transfer.import_path(
-            self._core, path, format, strict, progress, follow_symlinks=follow_symlinks
-        )
-
-    async def export_session(
-        self, session_id: str, out_dir: str | Path, format: str = "native"
-    ) -> list[Path]:
-        """Write one session as ``format``'s file(s) under ``out_dir`` (a name of
-        :data:`sessiondb.formats.FORMATS`); returns the paths written."""
-        return await transfer.export_session(self._core, session_id, out_dir, format)
-
-    async def export_all(
-        self, out_dir: str | Path, format: str = "native"
-    ) -> dict[str, list[Path]]:
-        """Export every session of the namespace; session id → paths written."""
-        return await transfer.export_all(self._core, out_dir, format)
+    # The transfer functions, whose first argument is the store: import (a file or a
+    # directory tree, at bulk speed, idempotent) and export (``format`` a name of
+    # sessiondb.formats.FORMATS).
+    import_path = transfer.import_path
+    export_session = transfer.export_session
+    export_all = transfer.export_all
 
     # -- compaction: the engine's functions, whose first argument is the store -------
 

@@ -23,6 +23,7 @@ from .engine import (
 from .files import FileOps, extract_file_ops, format_file_ops, merge_file_ops
 from .plan import CompactionPlan, plan_compaction
 from .prompts import SYSTEM_PROMPT, build_prompt
+from .protocol import CompactionStore
 from .prune import PRUNED_MARKER, PrunePlan, plan_pruning
 from .serialize import serialize_messages
 from .settings import CompactionSettings, should_compact
@@ -44,6 +45,7 @@ __all__ = [
     "CompactionPlan",
     "CompactionResult",
     "CompactionSettings",
+    "CompactionStore",
     "ContextSnapshot",
     "ContextTokens",
     "CutPoint",

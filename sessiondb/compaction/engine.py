@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal
 
 from ..context import pruned_message, shows_summary, summary_message
 from ..errors import (
@@ -24,65 +24,12 @@ from .breaker import CircuitBreaker
 from .files import format_file_ops
 from .plan import CompactionPlan, plan_compaction
 from .prompts import SPLIT_TURN_HEADING, SYSTEM_PROMPT, build_prompt
+from .protocol import CompactionStore
 from .prune import PRUNED_MARKER, plan_pruning
 from .serialize import serialize_messages
 from .settings import CompactionSettings, should_compact
 from .summarizers import Summarizer
 from .tokens import Tokenizer, estimate_message_tokens, estimate_tokens, usage_tokens
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-    from ..config import Settings
-    from ..models import SessionInfo
-
-
-class CompactionStore(Protocol):
-    """What the engine needs of a store: its public reads and overlay appends, and its
-    circuit breaker. :class:`sessiondb.SessionStore` is one."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def compaction_breaker(self) -> CircuitBreaker: ...
-
-    async def get_session(self, session_id: str) -> SessionInfo: ...
-
-    async def context(self, session_id: str) -> list[Message]: ...
-
-    async def records(
-        self,
-        session_id: str,
-        *,
-        include_superseded: bool = ...,
-        kinds: Iterable[str] | None = ...,
-        from_seq: int | None = ...,
-        to_seq: int | None = ...,
-    ) -> list[Record]: ...
-
-    async def append_compaction(
-        self,
-        session_id: str,
-        *,
-        summary: str,
-        first_kept_seq: int,
-        tokens_before: int = ...,
-        read_files: Sequence[str] = ...,
-        modified_files: Sequence[str] = ...,
-        expected_seq: int | None = ...,
-    ) -> Record: ...
-
-    async def append_prune(
-        self,
-        session_id: str,
-        seqs: Sequence[int],
-        *,
-        marker: str = ...,
-        tokens_freed: int = ...,
-        expected_seq: int | None = ...,
-    ) -> Record: ...
-
 
 EventType = Literal[
     "compaction.start",
