@@ -49,10 +49,10 @@ async def import_sessions(
         ids.append(values["id"])
         size += len(rows) + 1
         if size >= batch_records:
-            await _write(core, batch)
+            await _write_batch(core, batch)
             batch, size = [], 0
     if batch:
-        await _write(core, batch)
+        await _write_batch(core, batch)
     return ids
 
 
@@ -97,7 +97,7 @@ def _prepare(
     return values, rows
 
 
-async def _write(core: Core, batch: Batch) -> None:
+async def _write_batch(core: Core, batch: Batch) -> None:
     at = now()
     session_rows = [tuple(v[c] for c in q.SESSION_COLUMN_NAMES) for v, _ in batch]
     record_rows = [

@@ -89,7 +89,7 @@ def to_messages(rows: ContextRows) -> list[Message]:
     return out
 
 
-def to_json(rows: ContextRows) -> str:
+def json_array(rows: ContextRows) -> str:
     """The messages the model should see, as one JSON array of wire-shape objects, built
     from the stored texts; only pruned messages and split responses are parsed.
 

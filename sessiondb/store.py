@@ -482,7 +482,7 @@ class SessionStore:
         if last is not None and rows.compaction is not None and len(rows.messages) >= last:
             # The summary is older than the last ``last`` messages.
             rows = ctx.ContextRows(rows.head, None, rows.messages, rows.seqs, rows.prunes)
-        return ctx.to_json(rows)
+        return ctx.json_array(rows)
 
     async def _context_rows(self, session_id: str, last: int | None = None) -> ctx.ContextRows:
         check_session_id(session_id)

@@ -608,7 +608,7 @@ async def _summarise(
             instructions,
             the_plan.previous_summary,
         )
-        history = await _call(summarizer, prompt, settings.summary_max_tokens)
+        history = await _ask(summarizer, prompt, settings.summary_max_tokens)
     if not the_plan.turn_prefix:
         assert history is not None  # a plan without a split turn has history
         return history
@@ -616,12 +616,12 @@ async def _summarise(
     prompt = build_prompt(
         serialize_messages(the_plan.turn_prefix, limit), instructions, turn_prefix=True
     )
-    prefix = await _call(summarizer, prompt, settings.turn_prefix_max_tokens)
+    prefix = await _ask(summarizer, prompt, settings.turn_prefix_max_tokens)
     turn = f"{SPLIT_TURN_HEADING}\n\n{prefix}"
     return turn if history is None else f"{history}\n\n{turn}"
 
 
-async def _call(summarizer: Summarizer, prompt: str, max_tokens: int) -> str:
+async def _ask(summarizer: Summarizer, prompt: str, max_tokens: int) -> str:
     try:
         text = await summarizer(SYSTEM_PROMPT, prompt, max_tokens)
     except SessionDBError as exc:

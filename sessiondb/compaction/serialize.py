@@ -65,7 +65,7 @@ def _message_lines(message: Message, max_chars: int) -> list[str]:
         elif isinstance(block, TextContent):
             texts.append(block.text)
         elif isinstance(block, ToolCallContent):
-            calls.append(_call(block))
+            calls.append(_tool_call_text(block))
         else:
             texts.append(_other(block))
     text = "\n".join(t for t in texts if t)
@@ -84,13 +84,13 @@ def _blocks_text(message: Message) -> str:
         elif isinstance(block, ThinkingContent):
             parts.append(block.thinking)
         elif isinstance(block, ToolCallContent):
-            parts.append(_call(block))
+            parts.append(_tool_call_text(block))
         else:
             parts.append(_other(block))
     return "\n".join(p for p in parts if p)
 
 
-def _call(block: ToolCallContent) -> str:
+def _tool_call_text(block: ToolCallContent) -> str:
     args = ", ".join(f"{key}={_value(value)}" for key, value in block.arguments.items())
     return f"{block.name}({args})"
 

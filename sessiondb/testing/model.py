@@ -19,7 +19,7 @@ from ..errors import (
 )
 from ..kinds import WRITTEN_KINDS
 from ..naming import derive_name
-from .views import ModelRecord, ModelSession
+from .views import ModelRecord, ModelSession, Tokens
 
 # The spec's markers around a compaction summary (§7.4 step 3a), written out here on
 # purpose rather than imported: the model states the rule, the store must follow it.
@@ -360,15 +360,18 @@ class ReferenceModel:
         """Add new messages to the head's counters; name the session after the first user
         message if it has no name."""
         session.message_count += len(payloads)
-        tokens = list(session.tokens)
         for payload in payloads:
             usage = payload.get("usage") or {}
-            for i, key in enumerate(("input", "output", "cacheRead", "cacheWrite")):
-                tokens[i] += usage.get(key, 0)
+            t = session.tokens
+            session.tokens = Tokens(
+                t.input + usage.get("input", 0),
+                t.output + usage.get("output", 0),
+                t.cache_read + usage.get("cacheRead", 0),
+                t.cache_write + usage.get("cacheWrite", 0),
+            )
             cost = (usage.get("cost") or {}).get("total", 0.0)
             if isinstance(cost, int | float) and not isinstance(cost, bool):
                 session.cost_total += float(cost)
-        session.tokens = (tokens[0], tokens[1], tokens[2], tokens[3])
         first_user = next((p for p in payloads if p["role"] == "user"), None)
         if session.name is None and first_user is not None:
             text = "\n".join(b["text"] for b in first_user["content"] if b.get("type") == "text")

@@ -5,9 +5,18 @@ the model's rows (:class:`ModelRecord`, :class:`ModelSession`) and a store's obj
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..models import Record, SessionInfo
+
+
+class Tokens(NamedTuple):
+    """A head's token totals, by the names of a message's ``usage``."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class ModelSession:
     key: str | None = None
     last_seq: int = 0
     message_count: int = 0
-    tokens: tuple[int, int, int, int] = (0, 0, 0, 0)
+    tokens: Tokens = field(default_factory=Tokens)
     cost_total: float = 0.0
     own: list[ModelRecord] = field(default_factory=list)
 
@@ -79,10 +88,10 @@ class ModelSession:
             "message_count": self.message_count,
             "has_last_message_at": self.message_count > 0,
             "metrics": {
-                "input_tokens": self.tokens[0],
-                "output_tokens": self.tokens[1],
-                "cache_read_tokens": self.tokens[2],
-                "cache_write_tokens": self.tokens[3],
+                "input_tokens": self.tokens.input,
+                "output_tokens": self.tokens.output,
+                "cache_read_tokens": self.tokens.cache_read,
+                "cache_write_tokens": self.tokens.cache_write,
                 "cost_total": self.cost_total,
             },
         }
