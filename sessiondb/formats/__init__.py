@@ -44,9 +44,12 @@ from .pi import PiFormat
 FORMATS: dict[str, Format] = {
     f.name: f for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat())
 }
+#: The format export writes when none is named: the spec's own, lossless.
+DEFAULT_EXPORT_FORMAT = NativeFormat.name
 
 __all__ = [
     "BAD_LINES_KEPT",
+    "DEFAULT_EXPORT_FORMAT",
     "FORMATS",
     "MISSING_RESULT",
     "BadLine",
