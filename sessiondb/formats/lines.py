@@ -39,7 +39,8 @@ _LONG_RUN = b"0" * 19
 @dataclass(slots=True)
 class Line:
     """A non-blank line: ``value`` when it parsed, else ``raw`` text and ``error``
-    (read-only by convention, not frozen: see :class:`ImportedRecord`).
+    (read-only by convention, not frozen: see
+    :class:`~sessiondb.formats.imported.ImportedRecord`).
 
     ``exact``: parsed by the standard library (orjson refused the line), the only way a
     value holds a lone surrogate: a reader checks keys for them on such lines only.
@@ -266,7 +267,7 @@ def sniff_values(path: Path, limit: int = 25) -> list[Any]:
 
 def entry_payload(fmt: str, value: Any, **extra: Any) -> dict[str, Any]:
     """The payload of a line kept as a non-context entry: the line as parsed, last (see
-    :func:`entry_line`)."""
+    :func:`~sessiondb.formats.splice.entry_line`)."""
     return {"format": fmt, **extra, "line": value}
 
 
