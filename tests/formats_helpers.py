@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiondb import jsoncodec
-from sessiondb.formats import ImportedRecord, ImportedSession, base
+from sessiondb.formats import ImportedRecord, ImportedSession, spill
 from sessiondb.formats.base import parse_json
 from sessiondb.models import Compaction, Message, Metrics, Record, SessionInfo, Tombstone
 
@@ -122,19 +122,19 @@ def claude_code_project(folder: Path, files: int, lines: int, padding: int = 0) 
     return folder
 
 
-def count_disk_maps(monkeypatch: Any, module: Any, threshold: int) -> list[base.DiskMap]:
+def count_disk_maps(monkeypatch: Any, module: Any, threshold: int) -> list[spill.DiskMap]:
     """Lower the spill threshold of a reader ``module`` (looked at every 16 lines); the
     disk maps made."""
     monkeypatch.setattr(module, "SPILL_CHECK", 16)
-    monkeypatch.setattr(base, "SPILL_ENTRIES", threshold)
-    made: list[base.DiskMap] = []
-    real = base.DiskMap.__init__
+    monkeypatch.setattr(spill, "SPILL_ENTRIES", threshold)
+    made: list[spill.DiskMap] = []
+    real = spill.DiskMap.__init__
 
-    def counting(self: base.DiskMap, items: dict[str, Any]) -> None:
+    def counting(self: spill.DiskMap, items: dict[str, Any]) -> None:
         made.append(self)
         real(self, items)
 
-    monkeypatch.setattr(base.DiskMap, "__init__", counting)
+    monkeypatch.setattr(spill.DiskMap, "__init__", counting)
     return made
 
 

@@ -40,7 +40,7 @@ def _payloads(path: Path) -> list[dict[str, Any]]:
 
 def _line_of(payload: dict[str, Any]) -> Any:
     """The line writing the payload parsed gives."""
-    return claude_code._line_of(payload, payload[KEY])
+    return claude_code.line_of(payload, payload[KEY])
 
 
 def _cut(payload: dict[str, Any]) -> tuple[str, bytes]:
@@ -105,13 +105,13 @@ def _lines(draw: st.DrawFn) -> dict[str, Any]:
 def test_a_spliced_line_is_the_line_parsing_writes(line: dict[str, Any]) -> None:
     """Whatever a line holds (decoys of the envelope in its fields, quotes, escapes), a
     payload the reader lays out is either cut to the very line or not laid out at all."""
-    converted = claude_code._to_wire(copy.deepcopy(line), {})
+    converted = claude_code.wire_of_line(copy.deepcopy(line), {})
     if converted is None:
         return
     payload, envelope, verbatim = converted
     payload[KEY] = envelope
     assert _line_of(payload) == line  # the conversion itself gives the line back
-    if not claude_code._spliceable(envelope, verbatim, "u-1"):
+    if not claude_code.spliceable(envelope, verbatim, "u-1"):
         return
     text = base.splice(payload, KEY)
     if text is None:
@@ -226,9 +226,9 @@ def test_any_text_cuts_to_a_line_or_to_none(text: str, tail: str) -> None:
         data = candidate.encode("utf-8", "surrogatepass")  # as export reads a payload
         for payload in (candidate, data):
             assert base.spliced_line(payload) is None  # no offsets of nothing fit
-            line = base.entry_line(payload, claude_code._ENTRY_OPEN)
-            assert line is None or data.startswith(claude_code._ENTRY_OPEN)
-            assert line == base.entry_line(data, claude_code._ENTRY_OPEN)
+            line = base.entry_line(payload, claude_code.ENTRY_OPEN)
+            assert line is None or data.startswith(claude_code.ENTRY_OPEN)
+            assert line == base.entry_line(data, claude_code.ENTRY_OPEN)
 
 
 @settings(max_examples=300, deadline=None)
@@ -250,7 +250,7 @@ def test_any_bytes_cut_to_a_line_or_to_none(
 
 def test_an_entry_is_cut_only_when_its_line_is_its_last_member() -> None:
     line = {"type": "progress", "data": {"a": [1, "}}"]}}
-    prefix = claude_code._ENTRY_OPEN
+    prefix = claude_code.ENTRY_OPEN
     plain = jsoncodec.dumps(base.entry_payload(claude_code.NAME, line))
     assert base.entry_line(plain, prefix) == orjson.dumps(line) + b"\n"
     with_part = jsoncodec.dumps(base.entry_payload(claude_code.NAME, line, part=2))

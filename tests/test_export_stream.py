@@ -14,7 +14,7 @@ import sql_helpers as sql
 
 from sessiondb import DatabaseUnavailableError, SessionStore, transfer
 from sessiondb import statements as q
-from sessiondb.formats import base, claude_code, pi
+from sessiondb.formats import claude_code, pi, spill
 
 RECORDS = 2_000
 TEXT = 2_000  # characters a message: the session holds about 4 MB of text
@@ -135,7 +135,7 @@ async def test_the_writers_indexes_on_disk_give_the_same_files(
     await store.tombstone(sid, 250)
     await store.append_compaction(sid, summary="so far", first_kept_seq=201)
     in_memory = await store.export_session(sid, tmp_path / "memory", format=fmt)
-    monkeypatch.setattr(base, "SPILL_ENTRIES", 2)
+    monkeypatch.setattr(spill, "SPILL_ENTRIES", 2)
     monkeypatch.setattr(claude_code, "SPILL_CHECK", 1)
     monkeypatch.setattr(pi, "SPILL_CHECK", 1)
     on_disk = await store.export_session(sid, tmp_path / "disk", format=fmt)

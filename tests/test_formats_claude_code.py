@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from sessiondb.context import merge_split_responses
 from sessiondb.errors import ImportFormatError
-from sessiondb.formats import FORMATS, base, claude_code, detect, read_path
+from sessiondb.formats import FORMATS, claude_code, detect, read_path, spill
 from sessiondb.formats.base import read_lines
 from sessiondb.formats.claude_code import ClaudeCodeFormat
 from sessiondb.models import Record
@@ -498,15 +498,15 @@ def test_the_branch_index_moved_to_disk_reads_the_same(
     in_memory = read_all()
     assert any(r.kind == "tombstone" for records in in_memory for r in records)
     monkeypatch.setattr(claude_code, "SPILL_CHECK", 1)
-    monkeypatch.setattr(base, "SPILL_ENTRIES", 2)
-    spilled: list[base.DiskMap] = []
-    real = base.DiskMap.__init__
+    monkeypatch.setattr(spill, "SPILL_ENTRIES", 2)
+    spilled: list[spill.DiskMap] = []
+    real = spill.DiskMap.__init__
 
-    def counting(self: base.DiskMap, items: dict[str, Any]) -> None:
+    def counting(self: spill.DiskMap, items: dict[str, Any]) -> None:
         spilled.append(self)
         real(self, items)
 
-    monkeypatch.setattr(base.DiskMap, "__init__", counting)
+    monkeypatch.setattr(spill.DiskMap, "__init__", counting)
     assert read_all() == in_memory
     assert len(spilled) > 10  # the indexes did move to disk
 
@@ -515,7 +515,7 @@ def test_a_big_file_reads_in_flat_memory(tmp_path: Path, monkeypatch: pytest.Mon
     """Past SPILL_ENTRIES lines the indexes live in a temporary file: the peak of reading
     40,000 lines is the peak of reading 10,000 (tracemalloc sees Python's allocations;
     SQLite's page cache, 2 MB per index at most, is outside it)."""
-    monkeypatch.setattr(base, "SPILL_ENTRIES", 2_000)
+    monkeypatch.setattr(spill, "SPILL_ENTRIES", 2_000)
 
     def peak(lines: int) -> int:
         path = tmp_path / f"big-{lines}.jsonl"

@@ -209,7 +209,7 @@ def test_a_file_past_the_spill_threshold_reads_the_same(
 _PEAK = """
 import sys
 from pathlib import Path
-from sessiondb.formats import base, read_path
+from sessiondb.formats import read_path, spill
 
 def status(field):
     with open("/proc/self/status") as lines:
@@ -217,7 +217,7 @@ def status(field):
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
 
-base.SPILL_ENTRIES = 2_000
+spill.SPILL_ENTRIES = 2_000
 before = status("VmRSS")
 (session,) = read_path(Path(sys.argv[1]), format="pi")
 count = sum(1 for _ in session.records)

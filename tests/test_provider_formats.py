@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessiondb import InvalidInputError, Message, SessionDBError, SessionStore
-from sessiondb.formats._provider import MISSING_RESULT
+from sessiondb.formats import MISSING_RESULT
 from sessiondb.formats.anthropic import AnthropicRequest, from_anthropic, to_anthropic
 from sessiondb.formats.openai_chat import from_openai_chat, to_openai_chat
 from sessiondb.formats.openai_responses import (

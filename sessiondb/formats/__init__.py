@@ -7,7 +7,9 @@ the store writes what the readers give and hands the writers what it reads.
 
 ``anthropic``, ``openai_chat`` and ``openai_responses`` live here too, but are provider
 API formats (a context as a request, a response as messages), not file formats: they
-are not in ``FORMATS`` and :func:`detect` never picks them.
+are not in ``FORMATS`` and :func:`detect` never picks them. What they share with each
+other is :data:`MISSING_RESULT`, the text of the error result that stands in for a tool
+call whose result was never stored.
 """
 
 from __future__ import annotations
@@ -21,29 +23,37 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..errors import InvalidInputError
-from .base import (
+from ._provider import MISSING_RESULT
+from .base import FileFormat, Format
+from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
+from .imported import (
     BAD_LINES_KEPT,
     BadLine,
-    Format,
     ImportedRecord,
     ImportedSession,
     SessionDetails,
     SkippedPath,
-    file_kind,
 )
-from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
+from .lines import file_kind
 from .native import METADATA_FILE, SESSION_FILE, NativeFormat
 from .noumen import NoumenFormat
 from .pi import PiFormat
 
+# The one list of file formats: detection tries them in this order, and the CLI's
+# choices and the error for an unknown name come from it.
 FORMATS: dict[str, Format] = {
     f.name: f for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat())
 }
+#: The format export writes when none is named: the spec's own, lossless.
+DEFAULT_EXPORT_FORMAT = NativeFormat.name
 
 __all__ = [
     "BAD_LINES_KEPT",
+    "DEFAULT_EXPORT_FORMAT",
     "FORMATS",
+    "MISSING_RESULT",
     "BadLine",
+    "FileFormat",
     "Format",
     "ImportedRecord",
     "ImportedSession",

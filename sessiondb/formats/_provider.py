@@ -151,6 +151,17 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     return value, None
 
 
+def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A ``toolCall`` block from a call's id, tool name and the JSON text of its
+    arguments (kept as ``argumentsText`` when it is not the arguments' compact JSON,
+    see :func:`parse_arguments`)."""
+    parsed, written = parse_arguments(arguments)
+    block: dict[str, Any] = {"type": "toolCall", "id": call_id, "name": name, "arguments": parsed}
+    if written is not None:
+        block["argumentsText"] = written
+    return block
+
+
 def arguments_text(block: dict[str, Any]) -> str:
     """The JSON text of a ``toolCall`` block's arguments, as the OpenAI APIs take it."""
     text = block.get("argumentsText")

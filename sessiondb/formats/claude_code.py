@@ -1,3 +1,7 @@
+# Over 700 lines: one format's reader and writer, which are each other's inverse (the
+# writer rebuilds every line the reader's conversion took apart, and the splice relies
+# on both agreeing on the stored layout); split apart, a change to one would no longer
+# sit beside the other.
 """Claude Code transcripts, and cersei's variant of them.
 
 Layout: ``<project>/<sessionId>.jsonl``; a subagent's lines in
@@ -72,45 +76,31 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import jsoncodec
-from ..models import Record, SessionInfo, wire_message_error
-from .base import (
-    NO_PARENT,
-    PENDING,
-    DiskMap,
-    ImportedRecord,
-    ImportedSession,
-    Line,
-    NodeTree,
-    Row,
-    SessionDetails,
-    SkippedPath,
-    StoredRecord,
-    _encodable,
-    bad_line,
+from ..models import SessionInfo, wire_message_error
+from .base import FileFormat
+from .imported import ImportedRecord, ImportedSession, SessionDetails, SkippedPath
+from .lines import (
     dump_stored_line,
-    entry_line,
     entry_payload,
     file_kind,
     format_time,
-    id_name,
     is_regular,
-    open_output,
-    output_name,
+    not_an_object,
     own_entry_line,
     parse_time,
-    raw_payload,
     read_lines,
-    safe_name,
-    sniff_values,
-    spilled,
-    spliced_line,
 )
+from .paths import id_name, open_output, output_name, safe_name
+from .spill import NO_PARENT, PENDING, DiskMap, NodeTree, close_spilled, encodable, spilled
+from .splice import entry_line, entry_prefix, spliced_line
+from .stored import Row, StoredRecord
 
 NAME = "claude-code"
 KEY = "claudeCode"
 _PART = re.compile(r"^(?P<stem>.+)_part(?P<n>[0-9]+)$")
-# An entry payload of this format with no extra member (``base.entry_line``).
-_ENTRY_OPEN = b'{"format":"claude-code","line":{'
+# What the text of an entry payload of this format with no extra member starts with
+# (``splice.entry_line``).
+ENTRY_OPEN = entry_prefix(NAME)
 _LINE_TYPES = frozenset(
     (
         "user",
@@ -129,17 +119,13 @@ _LINE_TYPES = frozenset(
 _WIRE_BLOCKS = frozenset(("text", "toolCall", "thinking", "image"))
 
 
-class ClaudeCodeFormat:
+class ClaudeCodeFormat(FileFormat):
     """Claude Code's ``<sessionId>.jsonl`` files (with subagents and cersei parts)."""
 
     name = NAME
 
     def sniff(self, path: Path) -> bool:
-        if not path.is_file() or path.suffix != ".jsonl":
-            return False
-        values = [v for v in sniff_values(path) if isinstance(v, dict)]
-        if not values or any("recordType" in v or v.get("type") == "session" for v in values):
-            return False
+        values = self.transcript_objects(path)
         hits = [v for v in values if isinstance(v.get("type"), str) and v["type"] in _LINE_TYPES]
         # noumen's lines say type "message"; Claude Code's never do.
         return bool(hits) and not any(v.get("type") == "message" for v in values)
@@ -156,9 +142,6 @@ class ClaudeCodeFormat:
                 child.parent_key = main.key
                 child.fork_seq = 0
                 yield child
-
-    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
-        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
 
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
@@ -316,7 +299,7 @@ class _Reader(NodeTree):
     """Reads one session's files; keeps per line with a uuid (a *node*, numbered in file
     order) only what the branch walk needs: its parent node, its record position and
     flags in arrays (~13 bytes a node), and in indexes that move to a temporary file
-    when they grow (:func:`~sessiondb.formats.base.spilled`) the uuid -> node map, the
+    when they grow (:func:`~sessiondb.formats.spill.spilled`) the uuid -> node map, the
     tool names, the response ids and the tool calls, results and response of each message.
     """
 
@@ -344,8 +327,11 @@ class _Reader(NodeTree):
         try:
             for part, path in parts:
                 self.session.path = path
+                extra = {"part": part} if part > 1 else {}
                 for line in read_lines(path, self.session, self.strict):
-                    record = self.record(line, part)
+                    record = not_an_object(
+                        NAME, self.session, line, self.strict, **extra
+                    ) or self.record(line.value, line.exact, extra)
                     self.position += 1
                     if not self.position % SPILL_CHECK:
                         self.spill()
@@ -354,9 +340,7 @@ class _Reader(NodeTree):
             self.session.path = parts[0][1] if parts else self.session.path
             yield from self.off_branch()
         finally:
-            for index in (self.index, self.pending, self.links, self.responses, self.tool_names):
-                if isinstance(index, DiskMap):
-                    index.close()
+            close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
 
     def hold(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         """``record`` in file order, once the split response it may belong to has ended
@@ -403,17 +387,11 @@ class _Reader(NodeTree):
         """``value`` as the record's uuid (the store's key): a text not seen before."""
         if not isinstance(value, str) or not value or value in self.index:
             return None
-        return value if _encodable(value) else None
+        return value if encodable(value) else None
 
-    def record(self, line: Line, part: int) -> ImportedRecord:
-        extra = {"part": part} if part > 1 else {}
-        if line.error is not None:
-            bad_line(self.session, line, line.error, self.strict)
-            return ImportedRecord("entry", raw_payload(NAME, line, **extra))
-        value = line.value
-        if not isinstance(value, dict):
-            bad_line(self.session, line, f"expected a JSON object, got {_kind(value)}", self.strict)
-            return ImportedRecord("entry", entry_payload(NAME, value, **extra))
+    def record(self, value: dict[str, Any], exact: bool, extra: dict[str, Any]) -> ImportedRecord:
+        """The record of a line that is a JSON object (``exact``: see :attr:`Line.exact`;
+        ``extra``: its part number past the first part file)."""
         at = parse_time(value.get("timestamp"))
         if at is not None and self.session.details.created_at is None:
             self.session.details.created_at = at
@@ -423,7 +401,7 @@ class _Reader(NodeTree):
         parent = _parent(value)
         record: ImportedRecord | None = None
         if kind in ("user", "assistant"):
-            record = self.message(value, at, extra, line.exact)
+            record = self.message(value, at, extra, exact)
         elif kind == "tombstone":
             deleted = value.get("deleted_uuid")
             node = self.index.get(deleted) if isinstance(deleted, str) else None
@@ -467,7 +445,7 @@ class _Reader(NodeTree):
     def message(
         self, value: dict[str, Any], at: Any, extra: dict[str, Any], exact: bool
     ) -> ImportedRecord | None:
-        converted = _to_wire(value, self.tool_names)
+        converted = wire_of_line(value, self.tool_names)
         if converted is None:
             return None
         payload, envelope, verbatim = converted
@@ -496,7 +474,7 @@ class _Reader(NodeTree):
             return None
         return ImportedRecord(
             "message", payload, uuid=uuid, parent_uuid=parent, created_at=at, checked=True,
-            splice=KEY if _spliceable(envelope, verbatim, uuid) else None,
+            splice=KEY if spliceable(envelope, verbatim, uuid) else None,
         )  # fmt: skip
 
     def remember(self, raw_uuid: Any, parent: str | None, record: ImportedRecord) -> None:
@@ -570,9 +548,7 @@ class _Reader(NodeTree):
                     calls[call] = 1
             else:
                 hidden.append(self.positions[node])
-        for index in (calls, responses):
-            if isinstance(index, DiskMap):
-                index.close()
+        close_spilled(calls, responses)
         for position in hidden:
             yield ImportedRecord(
                 "tombstone",
@@ -602,10 +578,6 @@ def _session(
     return session
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
 def _parent(value: dict[str, Any]) -> str | None:
     parent = value.get("parentUuid", value.get("parent_uuid"))
     if parent is None:
@@ -616,7 +588,7 @@ def _parent(value: dict[str, Any]) -> str | None:
 # -- content conversion ----------------------------------------------------------------
 
 
-def _to_wire(
+def wire_of_line(
     value: dict[str, Any], tool_names: dict[str, Any] | DiskMap
 ) -> tuple[dict[str, Any], dict[str, Any], bool] | None:
     """``(payload, envelope, verbatim)`` of a user/assistant line, or ``None`` if it
@@ -627,7 +599,7 @@ def _to_wire(
     if not isinstance(message, dict) or message.get("role") != role or "content" not in message:
         return None
     content = message["content"]
-    # Laid out as base.splice needs: the envelope's form before its line, the message
+    # Laid out as splice.splice needs: the envelope's form before its line, the message
     # last in the line (a line written back keeps its values, not its key order).
     line, bare = dict(value), dict(message)  # copies in C, then a member moved or dropped
     del line["message"], bare["content"]
@@ -692,13 +664,13 @@ def _to_wire(
             payload["usage"] = usage
     payload["content"] = payload.pop("content")  # last: the reader adds the envelope after it
     # A verbatim content gives the line back by construction; a converted one is checked.
-    if not verbatim and _line_of(payload, envelope) != value:
+    if not verbatim and line_of(payload, envelope) != value:
         return None
     return payload, envelope, verbatim
 
 
-def _spliceable(envelope: dict[str, Any], verbatim: bool, uuid: str | None) -> bool:
-    """Whether a message's line can be cut out of its stored text (``base.splice``): its
+def spliceable(envelope: dict[str, Any], verbatim: bool, uuid: str | None) -> bool:
+    """Whether a message's line can be cut out of its stored text (``splice.splice``): its
     content goes back as it is stored or as its one text, it is in the main file (no
     part, no tool result block in the envelope), and its uuid is the record's (the
     writer takes the last uuid from the record)."""
@@ -792,7 +764,7 @@ def _larger_usage(
     return {name: max(usage.get(name, 0), other.get(name, 0)) for name in {**usage, **other}}
 
 
-def _line_of(payload: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
+def line_of(payload: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
     """The Claude Code line a converted message came from."""
     line = dict(envelope["line"])
     message = dict(line.get("message") or {})
@@ -877,8 +849,7 @@ class _Writer:
             self.out(1)  # an empty session is an empty file
         for stream in self.files.values():
             stream.close()
-        if isinstance(self.uuids, DiskMap):
-            self.uuids.close()
+        close_spilled(self.uuids)
 
     def emit(self, line: Any, part: Any = 1) -> None:
         self.out(part).write(dump_stored_line(line))
@@ -896,7 +867,7 @@ class _Writer:
         spliced message, an entry of the main file), else through :meth:`record`.
 
         A line cut out keeps ``last_uuid`` as writing it parsed would: a spliced message's
-        uuid is its record's (``_spliceable``), and so is an entry's when it has one (the
+        uuid is its record's (``spliceable``), and so is an entry's when it has one (the
         reader claims a line's uuid unless it is not new); an entry whose record has none
         is only cut out when its text holds no ``"uuid":`` at all.
         """
@@ -913,7 +884,7 @@ class _Writer:
             if kind == "message":
                 line = spliced_line(text)
             elif kind == "entry":
-                line = entry_line(text, _ENTRY_OPEN)
+                line = entry_line(text, ENTRY_OPEN)
                 if line is not None and uuid is None and b'"uuid":' in line:
                     line = None
             if line is None:
@@ -935,7 +906,7 @@ class _Writer:
         if kind == "message":
             envelope = payload.get(KEY)
             if envelope.__class__ is dict and "line" in envelope:
-                line = _line_of(payload, envelope)
+                line = line_of(payload, envelope)
                 part = envelope.get("part")
                 main = self.main if part is None or part == 1 else None
                 out = main if main is not None else self.out(part)
@@ -949,7 +920,7 @@ class _Writer:
             envelope = payload.get(KEY)
             if isinstance(envelope, dict) and "line" in envelope:
                 text = {"content": [{"type": "text", "text": payload["summary"]}]}
-                self.emit(_line_of(text, envelope), envelope.get("part"))
+                self.emit(line_of(text, envelope), envelope.get("part"))
             else:
                 self.compaction(record)
         elif record.kind == "tombstone":

@@ -34,31 +34,27 @@ from typing import Any
 from ..config import DEFAULT_MAX_RECORD_BYTES
 from ..errors import ImportFormatError, InvalidSessionIdError
 from ..ids import check_session_id, derived_session_id
-from ..models import Record, SessionInfo, wire_message_error
-from .base import (
+from ..models import SessionInfo, wire_message_error
+from .base import FileFormat
+from .imported import ImportedRecord, ImportedSession, SessionDetails
+from .lines import (
     MAX_LINE_BYTES,
-    ImportedRecord,
-    ImportedSession,
     Line,
     RawText,
-    Row,
-    SessionDetails,
-    StoredRecord,
     bad_line,
     dump_line,
-    dump_stored_line,
     format_time,
     is_regular,
-    open_output,
+    json_kind,
     open_regular,
     own_entry_line,
     parse_time,
     raw_payload,
     read_lines,
-    replace_output,
     sniff_values,
-    stored_records,
 )
+from .paths import replace_output
+from .stored import StoredRecord
 
 NAME = "native"
 SESSION_FILE = "session.jsonl"
@@ -69,7 +65,7 @@ _KINDS = ("message", "compaction", "tombstone", "entry", "prune")
 _RESERVED = frozenset(_ENVELOPE + _KINDS)
 
 
-class NativeFormat:
+class NativeFormat(FileFormat):
     """The spec's session directory."""
 
     name = NAME
@@ -86,29 +82,25 @@ class NativeFormat:
         folder = path if path.is_dir() else path.parent
         yield _read_session(folder, strict)
 
-    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
-        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
-
-    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
-        return self.write_stored(info, stored_records(rows), out_dir)
-
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
     ) -> list[Path]:
         # The folder is the file's id or the session's, a checked ULID either way.
         folder = file_id(info)
-        session_path, out = open_output(out_dir, folder, SESSION_FILE)
-        with out:
-            for record in records:
-                if record.session_id != info.id:
-                    continue
-                own, raw = own_entry_line(NAME, record.data if record.kind == "entry" else None)
-                # A line that was not JSON goes back as it came, so it stays a bad line.
-                line = raw if own and isinstance(raw, RawText) else record_line(record)
-                out.write(dump_stored_line(line))
+        session_path = self.write_lines(out_dir, (folder, SESSION_FILE), _lines(info, records))
         data = dump_line(metadata(info))
         metadata_path = replace_output(out_dir, folder, METADATA_FILE, data=data)
         return [session_path, metadata_path]
+
+
+def _lines(info: SessionInfo, records: Iterable[StoredRecord]) -> Iterator[Any]:
+    """The ``session.jsonl`` lines of the session's own records."""
+    for record in records:
+        if record.session_id != info.id:
+            continue
+        own, raw = own_entry_line(NAME, record.data if record.kind == "entry" else None)
+        # A line that was not JSON goes back as it came, so it stays a bad line.
+        yield raw if own and isinstance(raw, RawText) else record_line(record)
 
 
 def key_of(session_id: str) -> str:
@@ -254,7 +246,7 @@ def _record(line: Line, base: int, position: int) -> ImportedRecord | str:
         return line.error
     value = line.value
     if not isinstance(value, dict):
-        return f"expected a JSON object, got {type(value).__name__}"
+        return f"expected a JSON object, got {json_kind(value)}"
     kind = value.get("recordType")
     if kind not in _KINDS:
         return f"unknown recordType {kind!r}"

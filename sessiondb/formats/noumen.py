@@ -35,29 +35,21 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsoncodec
-from ..models import Message, Record, SessionInfo, wire_message_error
-from .base import (
-    ImportedRecord,
-    ImportedSession,
-    Line,
-    Row,
-    StoredRecord,
-    UuidKeys,
-    bad_line,
-    dump_stored_line,
+from ..models import Message, SessionInfo, wire_message_error
+from . import claude_code, pi
+from .base import FileFormat
+from .imported import ImportedRecord, ImportedSession
+from .lines import (
     entry_payload,
     format_time,
-    id_name,
-    open_output,
-    output_name,
+    not_an_object,
     own_entry_line,
     parse_time,
-    raw_payload,
     read_lines,
-    safe_name,
-    sniff_values,
-    stored_records,
 )
+from .paths import id_name, output_name, safe_name
+from .spill import UuidKeys
+from .stored import StoredRecord
 
 NAME = "noumen"
 KEY = "noumen"
@@ -71,35 +63,23 @@ _MESSAGE_FIELDS = frozenset(
 )
 
 
-class NoumenFormat:
+class NoumenFormat(FileFormat):
     """noumen's ``{sessionId}.jsonl`` session files."""
 
     name = NAME
 
     def sniff(self, path: Path) -> bool:
-        if not path.is_file() or path.suffix != ".jsonl":
-            return False
-        values = [v for v in sniff_values(path) if isinstance(v, dict)]
-        if not values or any("recordType" in v or v.get("type") == "session" for v in values):
-            return False
+        values = self.transcript_objects(path)
         # Claude Code's lines never say type "message"; pi's carry id/parentId, not uuid.
         return any(
             v.get("type") in _TYPES and ("uuid" in v or "sessionId" in v) for v in values
         ) and any(v.get("type") in ("message", "compact-boundary", "summary") for v in values)
 
     def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
-        session = ImportedSession(
-            key=f"{NAME}:{path.stem}", format=NAME, path=path, records=iter(())
-        )
+        session = self.session(path.stem, path)
         session.details.metadata = {KEY: {"file": path.stem}}
         session.records = _Reader(session, strict).records(path)
         yield session
-
-    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
-        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
-
-    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
-        return self.write_stored(info, stored_records(rows), out_dir)
 
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
@@ -107,14 +87,10 @@ class NoumenFormat:
         meta = (info.metadata or {}).get(KEY)
         # The file's stem (its lines' sessionId) when safe_name passes it, else the id.
         stem = safe_name(meta.get("file")) if isinstance(meta, dict) else None
-        (name,) = output_name((f"{stem}.jsonl",) if stem else None, (id_name(info.id),))
-        writer = _Writer(session_id=name.removesuffix(".jsonl"))
-        path, out = open_output(out_dir, name)
-        with out:
-            for record in records:
-                for line in writer.lines(record):
-                    out.write(dump_stored_line(line))
-        return [path]
+        name = output_name((f"{stem}.jsonl",) if stem else None, (id_name(info.id),))
+        writer = _Writer(session_id=name[0].removesuffix(".jsonl"))
+        lines = (line for record in records for line in writer.lines(record))
+        return [self.write_lines(out_dir, name, lines)]
 
 
 # Lines between two looks at the size of the reader's uuid index.
@@ -135,32 +111,27 @@ class _Reader:
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
             for line in read_lines(path, self.session, self.strict):
-                yield self.record(line)
+                yield not_an_object(NAME, self.session, line, self.strict) or self.record(
+                    line.value, line.exact
+                )
                 self.position += 1
                 if not self.position % SPILL_CHECK:
                     self.keys.spill()
         finally:
             self.keys.close()
 
-    def record(self, line: Line) -> ImportedRecord:
-        if line.error is not None:
-            bad_line(self.session, line, line.error, self.strict)
-            return ImportedRecord("entry", raw_payload(NAME, line))
-        value = line.value
-        if not isinstance(value, dict):
-            got = type(value).__name__
-            bad_line(self.session, line, f"expected a JSON object, got {got}", self.strict)
-            return ImportedRecord("entry", entry_payload(NAME, value))
+    def record(self, value: dict[str, Any], exact: bool) -> ImportedRecord:
+        """The record of a line that is a JSON object (``exact``: see :attr:`Line.exact`)."""
         at = parse_time(value.get("timestamp"))
         parent = value.get("parentUuid") if isinstance(value.get("parentUuid"), str) else None
         kind = value.get("type")
         record: ImportedRecord | None = None
         if kind == "message":
-            payload = _to_wire(value, line.exact)
+            payload = _to_wire(value, exact)
             if payload is not None:
                 record = ImportedRecord("message", payload, checked=True)
         elif kind == "summary":
-            record = self.summary(value, line.exact)
+            record = self.summary(value, exact)
         elif kind == "compact-boundary":
             tokens = value.get("tokensBefore", value.get("preTokens"))
             counted = isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0
@@ -384,7 +355,8 @@ class _Writer:
             if isinstance(envelope, dict) and isinstance(envelope.get("line"), dict):
                 yield self.seen({**envelope["line"], "message": _to_chat(payload)})
                 return
-            for key in ("uuid", "parentUuid", "responseId", "claudeCode", "pi"):
+            # What other formats keep in a message, and noumen's lines do not hold.
+            for key in ("uuid", "parentUuid", "responseId", claude_code.KEY, pi.KEY):
                 payload.pop(key, None)
             yield self.seen(self.envelope(record, "message", message=_to_chat(payload)))
         elif record.kind == "compaction":

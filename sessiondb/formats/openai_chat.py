@@ -204,18 +204,12 @@ def _tool_call(call: dict[str, Any], where: str) -> dict[str, Any]:
             f"{where}: only function tool calls are supported, got {brief(kind)}"
         )
     function = p.obj(call.get("function"), f"{where}.function")
-    arguments, written = p.parse_arguments(
-        p.text(function.get("arguments"), f"{where}.function.arguments")
+    arguments = p.text(function.get("arguments"), f"{where}.function.arguments")
+    return p.tool_call(
+        p.text(call.get("id"), f"{where}.id"),
+        p.text(function.get("name"), f"{where}.function.name"),
+        arguments,
     )
-    block: dict[str, Any] = {
-        "type": "toolCall",
-        "id": p.text(call.get("id"), f"{where}.id"),
-        "name": p.text(function.get("name"), f"{where}.function.name"),
-        "arguments": arguments,
-    }
-    if written is not None:
-        block["argumentsText"] = written
-    return block
 
 
 def _usage(value: Any) -> dict[str, Any] | None:

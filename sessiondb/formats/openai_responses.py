@@ -254,15 +254,12 @@ def _from_item(item: dict[str, Any], where: str) -> list[dict[str, Any]]:
         ]
         return [{"type": "thinking", "thinking": "\n\n".join(texts), ITEM_BLOCK: item}]
     if kind == "function_call":
-        arguments, written = p.parse_arguments(p.text(item.get("arguments"), f"{where}.arguments"))
-        call: dict[str, Any] = {
-            "type": "toolCall",
-            "id": p.text(item.get("call_id"), f"{where}.call_id"),
-            "name": p.text(item.get("name"), f"{where}.name"),
-            "arguments": arguments,
-        }
-        if written is not None:
-            call["argumentsText"] = written
+        arguments = p.text(item.get("arguments"), f"{where}.arguments")
+        call = p.tool_call(
+            p.text(item.get("call_id"), f"{where}.call_id"),
+            p.text(item.get("name"), f"{where}.name"),
+            arguments,
+        )
         item_id = p.optional_text(item.get("id"), f"{where}.id")
         if item_id is not None:
             call["itemId"] = item_id

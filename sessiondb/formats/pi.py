@@ -30,49 +30,33 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsoncodec
-from ..models import Record, SessionInfo, wire_message_error
-from .base import (
-    NO_PARENT,
-    PENDING,
-    DiskMap,
-    ImportedRecord,
-    ImportedSession,
-    Line,
-    NodeTree,
-    Row,
-    StoredRecord,
-    _encodable,
+from ..models import SessionInfo, wire_message_error
+from .base import FileFormat
+from .imported import ImportedRecord, ImportedSession
+from .lines import (
     bad_line,
-    dump_line,
-    dump_stored_line,
     entry_payload,
     format_time,
-    id_name,
-    open_output,
-    output_name,
+    not_an_object,
     own_entry_line,
     parse_time,
-    raw_payload,
     read_lines,
-    safe_name,
-    sniff_values,
-    spilled,
-    stored_records,
 )
+from .paths import id_name, output_name, safe_name
+from .spill import NO_PARENT, PENDING, DiskMap, NodeTree, close_spilled, encodable, spilled
+from .stored import StoredRecord
 
 NAME = "pi"
 KEY = "pi"
 
 
-class PiFormat:
+class PiFormat(FileFormat):
     """pi's ``<timestamp>_<id>.jsonl`` session files."""
 
     name = NAME
 
     def sniff(self, path: Path) -> bool:
-        if not path.is_file() or path.suffix != ".jsonl":
-            return False
-        values = sniff_values(path, limit=2)
+        values = self.jsonl_values(path, limit=2)
         return (
             bool(values)
             and isinstance(values[0], dict)
@@ -81,20 +65,12 @@ class PiFormat:
         )
 
     def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
-        session = ImportedSession(
-            key=f"{NAME}:{path.stem}", format=NAME, path=path, records=iter(())
-        )
+        session = self.session(path.stem, path)
         session.records = _Reader(session, strict).records(path)
         # The key comes from the header; read it before handing the session out.
         first = next(session.records, None)
         session.records = _chain(first, session.records)
         yield session
-
-    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
-        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
-
-    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
-        return self.write_stored(info, stored_records(rows), out_dir)
 
     def write_stored(
         self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
@@ -110,29 +86,31 @@ class PiFormat:
             }
         # The file's name when safe_name passes it, else the session id's.
         named = safe_name(meta.get("file"), suffix=".jsonl")
-        (name,) = output_name((named,) if named else None, (id_name(info.id),))
-        last_id: str | None = None
-        # str(seq) -> id of its line, for a compaction's first kept (on disk once big).
-        ids: dict[str, Any] | DiskMap = {}
-        kept = 0
-        try:
-            path, out = open_output(out_dir, name)
-            with out:
-                out.write(dump_line(header))
-                for record in records:
-                    line = _line(record, last_id, ids)
-                    if line is not None:
-                        out.write(dump_stored_line(line))
-                        if isinstance(line, dict) and isinstance(line.get("id"), str):
-                            last_id = line["id"]
-                            ids[str(record.seq)] = last_id
-                            kept += 1
-                            if not kept % SPILL_CHECK:
-                                ids = spilled(ids)
-        finally:
-            if isinstance(ids, DiskMap):
-                ids.close()
-        return [path]
+        name = output_name((named,) if named else None, (id_name(info.id),))
+        return [self.write_lines(out_dir, name, _lines(header, records))]
+
+
+def _lines(header: dict[str, Any], records: Iterable[StoredRecord]) -> Iterator[Any]:
+    """The file's lines: ``header``, then the line of each record pi has one for."""
+    yield header
+    last_id: str | None = None
+    # str(seq) -> id of its line, for a compaction's first kept (on disk once big).
+    ids: dict[str, Any] | DiskMap = {}
+    kept = 0
+    try:
+        for record in records:
+            line = _line(record, last_id, ids)
+            if line is None:
+                continue
+            yield line
+            if isinstance(line, dict) and isinstance(line.get("id"), str):
+                last_id = line["id"]
+                ids[str(record.seq)] = last_id
+                kept += 1
+                if not kept % SPILL_CHECK:
+                    ids = spilled(ids)
+    finally:
+        close_spilled(ids)
 
 
 def _chain(
@@ -158,7 +136,7 @@ class _Reader(NodeTree):
     order) only what the branch walk and ``firstKeptEntryId`` need: its parent node and
     its record position in arrays and whether it is a message in flags (17 bytes a
     node), and in indexes that move to a temporary file when they grow
-    (:func:`~sessiondb.formats.base.spilled`) the id -> node map and the parent ids
+    (:func:`~sessiondb.formats.spill.spilled`) the id -> node map and the parent ids
     not yet seen (forward links).
     """
 
@@ -184,15 +162,15 @@ class _Reader(NodeTree):
                         continue
                     reason = "the first line is not a session header"
                     bad_line(self.session, line, reason, self.strict)
-                yield self.record(line)
+                yield not_an_object(NAME, self.session, line, self.strict) or self.record(
+                    line.value, line.exact
+                )
                 self.position += 1
                 if not self.position % SPILL_CHECK:
                     self.index, self.pending = spilled(self.index), spilled(self.pending)
             yield from self.off_branch()
         finally:
-            for index in (self.index, self.pending):
-                if isinstance(index, DiskMap):
-                    index.close()
+            close_spilled(self.index, self.pending)
 
     def header(self, value: dict[str, Any]) -> None:
         version = value.get("version", 1)
@@ -204,21 +182,14 @@ class _Reader(NodeTree):
         details.model = value.get("modelId") if isinstance(value.get("modelId"), str) else None
         details.metadata = {KEY: {"header": value, "file": self.session.path.name}}
 
-    def record(self, line: Line) -> ImportedRecord:
-        if line.error is not None:
-            bad_line(self.session, line, line.error, self.strict)
-            return ImportedRecord("entry", raw_payload(NAME, line))
-        value = line.value
-        if not isinstance(value, dict):
-            kind = type(value).__name__
-            bad_line(self.session, line, f"expected a JSON object, got {kind}", self.strict)
-            return ImportedRecord("entry", entry_payload(NAME, value))
+    def record(self, value: dict[str, Any], exact: bool) -> ImportedRecord:
+        """The record of a line that is a JSON object (``exact``: see :attr:`Line.exact`)."""
         at = parse_time(value.get("timestamp"))
         entry_id = value.get("id") if isinstance(value.get("id"), str) else None
         parent = value.get("parentId") if isinstance(value.get("parentId"), str) else None
         record: ImportedRecord | None = None
         if value.get("type") == "message":
-            record = self.message(value, at, line.exact)
+            record = self.message(value, at, exact)
         elif value.get("type") == "compaction":
             record = self.compaction(value, at)
         elif value.get("type") == "session_info" and isinstance(value.get("name"), str):
@@ -229,7 +200,7 @@ class _Reader(NodeTree):
             record = ImportedRecord("entry", entry_payload(NAME, value), created_at=at)
         # The store's key: an id not seen before (an id seen before is in the index).
         known = entry_id is not None and entry_id in self.index
-        uuid = entry_id if entry_id and not known and _encodable(entry_id) else None
+        uuid = entry_id if entry_id and not known and encodable(entry_id) else None
         record = ImportedRecord(
             record.kind,
             record.payload,
