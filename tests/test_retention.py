@@ -1,5 +1,6 @@
-"""Retention (``store.expire`` and ``sessiondb expire``, once named ``prune``): idle sessions go whole, a fork's
-lineage stays, a dry run writes nothing, the namespace is honoured, work goes in batches.
+"""Retention (``store.expire`` and ``sessiondb expire``, once named ``prune``): idle
+sessions go whole, a fork's lineage stays, a dry run writes nothing, the namespace is
+honoured, work goes in batches.
 
 Not the prune overlay (``append_prune``, ``tests/test_prune.py``).
 """
