@@ -15,7 +15,8 @@ import sessiondb
 
 PACKAGE = Path(sessiondb.__file__).parent
 ROOT = PACKAGE.parent
-# Longest a module may be without a comment at its top that says why.
+# Longest a module may be without a comment at its top that says why (and names this
+# number: "Over 700 lines: …").
 MAX_LINES = 700
 # store.py is the front door, and was 1,635 lines before its core moved out.
 MAX_STORE_LINES = 800
@@ -191,7 +192,7 @@ def test_modules_stay_readable() -> None:
     for name, path in MODULES.items():
         text = path.read_text(encoding="utf-8")
         lines = text.count("\n")
-        if lines > MAX_LINES and "too long to split" not in text[:2000]:
+        if lines > MAX_LINES and f"{MAX_LINES} lines" not in text[:2000]:
             long[name] = lines
     assert long == {}
     store = (PACKAGE / "store.py").read_text(encoding="utf-8").count("\n")
