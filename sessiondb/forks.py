@@ -12,6 +12,7 @@ from .errors import InvalidInputError, SessionNotFoundError, brief
 from .ids import new_session_id
 from .rows import HEAD_COUNTERS, head_counters, session_row, utc
 from .tables import sessions
+from .validation import SESSION_FIELD_COLUMNS
 
 if TYPE_CHECKING:
     from .backends import Transaction
@@ -82,11 +83,8 @@ def _child_row(
         last_message_at=min(utc(parent["last_message_at"]), at) if at_head else at,
         source=parent["source"],
         fields={
-            "name": name if name is not None else parent["name"],
-            "model": parent["model"],
-            "cron_job_id": parent["cron_job_id"],
-            "system_prompt_override": parent["system_prompt_override"],
-            "metadata_json": parent["metadata_json"],
+            **{column: parent[column] for column in SESSION_FIELD_COLUMNS},
+            **({"name": name} if name is not None else {}),
         },
         counters=counters,
     )

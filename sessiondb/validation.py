@@ -50,6 +50,11 @@ def bounded_text(value: Any, what: str, limit: int, *, optional: bool = True) ->
     return text
 
 
+#: The session columns its caller sets (:func:`session_fields` checks them); a fork
+#: copies them from its parent.
+SESSION_FIELD_COLUMNS = ("name", "model", "cron_job_id", "system_prompt_override", "metadata_json")
+
+
 def session_fields(
     name: Any,
     model: Any,
