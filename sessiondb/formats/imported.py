@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-RecordKind = Literal["message", "compaction", "tombstone", "entry", "prune"]
+from ..kinds import RecordKind as RecordKind
 
 
 @dataclass(slots=True)

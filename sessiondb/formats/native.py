@@ -34,6 +34,7 @@ from typing import Any
 from ..config import DEFAULT_MAX_RECORD_BYTES
 from ..errors import ImportFormatError, InvalidSessionIdError
 from ..ids import check_session_id, derived_session_id
+from ..kinds import KINDS
 from ..models import SessionInfo, wire_message_error
 from .base import FileFormat
 from .imported import ImportedRecord, ImportedSession, SessionDetails
@@ -61,8 +62,7 @@ SESSION_FILE = "session.jsonl"
 METADATA_FILE = "metadata.json"
 SCHEMA_VERSION = 1
 _ENVELOPE = ("recordType", "schemaVersion", "seq", "timestamp", "recordUuid")
-_KINDS = ("message", "compaction", "tombstone", "entry", "prune")
-_RESERVED = frozenset(_ENVELOPE + _KINDS)
+_RESERVED = frozenset(_ENVELOPE + KINDS)
 
 
 class NativeFormat(FileFormat):
@@ -248,7 +248,7 @@ def _record(line: Line, base: int, position: int) -> ImportedRecord | str:
     if not isinstance(value, dict):
         return f"expected a JSON object, got {json_kind(value)}"
     kind = value.get("recordType")
-    if kind not in _KINDS:
+    if kind not in KINDS:
         return f"unknown recordType {kind!r}"
     if value.get("seq") != base + position + 1:
         return f"seq {value.get('seq')!r} out of order (expected {base + position + 1})"
