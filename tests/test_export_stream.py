@@ -42,7 +42,7 @@ async def test_a_long_session_is_exported_in_flat_memory(
     if how == "a fork":  # its lineage: the parent's rows, then its own
         sid = (await store.fork(sid, at_seq=RECORDS - 1)).id
         await store.append(sid, [{"role": "assistant", "content": "forked " + "x" * TEXT}])
-    monkeypatch.setattr(transfer, "EXPORT_BATCH", 50)
+    monkeypatch.setattr(transfer.exporter, "EXPORT_BATCH", 50)
     tracemalloc.start()
     try:
         if how == "export_all":
@@ -94,7 +94,7 @@ class _FailingReads:
 async def test_a_failed_read_stops_the_export_with_its_error(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(transfer, "EXPORT_BATCH", 100)
+    monkeypatch.setattr(transfer.exporter, "EXPORT_BATCH", 100)
     backends: list[_FailingReads] = []
 
     def failing(backend: Any) -> _FailingReads:

@@ -40,7 +40,7 @@ async def _counts(store: SessionStore) -> dict[str, int]:
 async def test_files_are_read_while_a_batch_waits_to_be_written(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(transfer, "BATCH_RECORDS", 20)  # a batch every two files
+    monkeypatch.setattr(transfer.importer, "BATCH_RECORDS", 20)  # a batch every two files
     source = claude_code_project(tmp_path / "p", 8, 10)
     seen: list[int] = []
 
@@ -112,7 +112,7 @@ async def test_two_processes_import_the_same_tree_once(db_url: str, tmp_path: Pa
 async def test_a_cancelled_import_leaves_whole_sessions(
     store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(transfer, "BATCH_RECORDS", 30)
+    monkeypatch.setattr(transfer.importer, "BATCH_RECORDS", 30)
     source = claude_code_project(tmp_path / "c", 30, 12)
     for stop_after in (1, 4, 9, 17):
         ready = asyncio.Event()

@@ -156,7 +156,7 @@ async def test_export_all_reads_in_batches_and_writes_what_the_models_give(
     )
     fork = await store.fork(parent.id, at_seq=1)
     await store.append(fork.id, [{"role": "assistant", "content": "forked"}])
-    monkeypatch.setattr(transfer, "EXPORT_BATCH", 7)
+    monkeypatch.setattr(transfer.exporter, "EXPORT_BATCH", 7)
     written = await export_all(store, tmp_path / "bulk", fmt)
     ids = [*report.session_ids, empty.id, parent.id, fork.id]
     assert sorted(written) == sorted(ids)
@@ -184,9 +184,9 @@ async def test_a_big_session_is_written_in_chunks_with_the_same_rows(
     for sid in reversed(whole.session_ids):
         await store.delete_session(sid, cascade=True)
     assert await counts(store) == (0, 0)
-    monkeypatch.setattr(transfer, "STREAM_CHARS", 2_000)
-    monkeypatch.setattr(transfer, "STREAM_RECORDS", 5)
-    monkeypatch.setattr(transfer, "BATCH_RECORDS", 5)
+    monkeypatch.setattr(transfer.importer, "STREAM_CHARS", 2_000)
+    monkeypatch.setattr(transfer.importer, "STREAM_RECORDS", 5)
+    monkeypatch.setattr(transfer.importer, "BATCH_RECORDS", 5)
     streamed = await import_path(store, tree)
     assert streamed.failures == [] and streamed.session_ids == whole.session_ids
     assert streamed.records == whole.records
