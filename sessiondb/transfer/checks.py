@@ -229,6 +229,7 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         InvalidInputError: the record cannot be stored or would not read back.
     """
     uuid = _column(record.uuid)
+    parent_uuid = _column(record.parent_uuid)
     payload = record.payload
     if not isinstance(payload, dict):
         raise InvalidInputError(f"{where}: the payload must be an object")
@@ -248,41 +249,20 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
             payload=text,
             role=wire["role"],
             uuid=uuid,
-            parent_uuid=_column(record.parent_uuid),
+            parent_uuid=parent_uuid,
             tool_call_id=_column(wire.get("toolCallId")),
             wire=wire,
         )
-    if record.kind == "compaction":
-        if record.first_kept is None:
-            raise InvalidInputError(f"{where}: a compaction needs its first kept record")
-        first_kept = base + record.first_kept + 1
-        if not 1 <= first_kept <= seq:
-            raise InvalidInputError(f"{where}: first kept seq {first_kept} is not in 1..{seq}")
-        wire = {**payload, "firstKeptSeq": first_kept}
-        text = to_json(wire, where)  # first: it refuses a value nested too deep
-        _check(Compaction, wire, where)
+    if record.kind in ("compaction", "tombstone"):
+        pointed, text = _pointing(record, payload, base, seq, where)
+        compaction = record.kind == "compaction"
         return NewRecord(
-            kind="compaction",
+            kind=record.kind,
             payload=text,
             uuid=uuid,
-            parent_uuid=_column(record.parent_uuid),
-            first_kept_seq=first_kept,
-        )
-    if record.kind == "tombstone":
-        if record.target is None:
-            raise InvalidInputError(f"{where}: a tombstone needs its target")
-        target = base + record.target + 1
-        if not 1 <= target < seq:
-            raise InvalidInputError(f"{where}: target seq {target} is not in 1..{seq - 1}")
-        wire = {**payload, "targetSeq": target}
-        text = to_json(wire, where)
-        _check(Tombstone, wire, where)
-        return NewRecord(
-            kind="tombstone",
-            payload=text,
-            uuid=uuid,
-            parent_uuid=_column(record.parent_uuid),
-            target_seq=target,
+            parent_uuid=parent_uuid,
+            first_kept_seq=pointed if compaction else None,
+            target_seq=None if compaction else pointed,
         )
     if record.kind == "prune":
         text = to_json(payload, where)
@@ -293,7 +273,7 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
             kind="prune",
             payload=text,
             uuid=uuid,
-            parent_uuid=_column(record.parent_uuid),
+            parent_uuid=parent_uuid,
         )
     if record.kind != "entry":
         raise InvalidInputError(f"{where}: unknown record kind {record.kind!r}")
@@ -301,8 +281,36 @@ def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecor
         kind="entry",
         payload=_payload_text(payload, where),
         uuid=uuid,
-        parent_uuid=_column(record.parent_uuid),
+        parent_uuid=parent_uuid,
     )
+
+
+def _pointing(
+    record: ImportedRecord, payload: dict[str, Any], base: int, seq: int, where: str
+) -> tuple[int, str]:
+    """The seq a compaction (its first kept record, in ``1..seq``) or a tombstone (its
+    target, in ``1..seq - 1``) points at, past the ``base`` records a fork inherits, and
+    the payload's text with that seq in it.
+
+    Raises:
+        InvalidInputError: no pointer, a seq out of range, or a payload the model refuses.
+    """
+    model: type[Compaction] | type[Tombstone]
+    if record.kind == "compaction":
+        model, index, top, key = Compaction, record.first_kept, seq, "firstKeptSeq"
+        missing, label = "a compaction needs its first kept record", "first kept seq"
+    else:
+        model, index, top, key = Tombstone, record.target, seq - 1, "targetSeq"
+        missing, label = "a tombstone needs its target", "target seq"
+    if index is None:
+        raise InvalidInputError(f"{where}: {missing}")
+    pointed = base + index + 1
+    if not 1 <= pointed <= top:
+        raise InvalidInputError(f"{where}: {label} {pointed} is not in 1..{top}")
+    wire = {**payload, key: pointed}
+    text = to_json(wire, where)  # first: it refuses a value nested too deep
+    _check(model, wire, where)
+    return pointed, text
 
 
 def _payload_text(value: dict[str, Any], where: str) -> str:

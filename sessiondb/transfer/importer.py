@@ -263,14 +263,7 @@ class _Importer:
         local: set[str] = set()
         for session, session_id in zip(found, ids, strict=True):
             try:
-                prepared = await self._prepare(session, session_id, local)
-                if isinstance(prepared, SessionRows):
-                    for earlier in ready:  # a parent before its children
-                        await self._add(earlier)
-                    ready = []
-                    await self._drain()
-                    if not await self._stream(prepared):
-                        prepared = None
+                prepared = await self._take(session, session_id, local, ready)
             except _Deferred:
                 self.deferred.append((path, session, session_id))
                 continue
@@ -305,11 +298,7 @@ class _Importer:
             progressed = False
             for path, session, session_id in waiting:
                 try:
-                    prepared = await self._prepare(session, session_id, set())
-                    if isinstance(prepared, SessionRows):
-                        await self._drain()
-                        if not await self._stream(prepared):
-                            prepared = None
+                    prepared = await self._take(session, session_id, set(), [])
                 except _Deferred:
                     self.deferred.append((path, session, session_id))
                     continue
@@ -331,6 +320,22 @@ class _Importer:
                     reason = f"its parent session {session.parent_key} ({parent}) is not stored"
                     self.report.failures.append(ImportFailure(session.path, reason, session.key))
                 self.deferred = []
+
+    async def _take(
+        self, session: ImportedSession, session_id: str, local: set[str], ready: list[Prepared]
+    ) -> Prepared | SessionRows | None:
+        """:meth:`_prepare`, and a session too big to hold whole written at once, after
+        the batch and ``ready`` (added to it first: a parent before its children): its
+        rows once written; ``None`` when it is stored already."""
+        prepared = await self._prepare(session, session_id, local)
+        if isinstance(prepared, SessionRows):
+            for earlier in ready:
+                await self._add(earlier)
+            ready.clear()
+            await self._drain()
+            if not await self._stream(prepared):
+                return None
+        return prepared
 
     # -- checks -----------------------------------------------------------------------
 
@@ -478,17 +483,11 @@ class _Importer:
         try:
             await self._write([prepared])
         except (IntegrityViolation, InvalidInputError) as exc:
-            self.stored.pop(session_id, None)
-            await self._look_up([session_id], again=True)
-            found = self.stored.get(session_id)
-            if found is not None and found[0] == self.namespace:
+            reason = await self._refusal(session_id, prepared.parent_id, exc)
+            if reason is None:
                 self.report.skipped += 1  # a concurrent import stored it
                 return
             self._unlist(session_id)
-            reason = f"the database refused the session: {exc}"
-            parent = prepared.parent_id
-            if isinstance(exc, IntegrityViolation) and parent and parent not in self.stored:
-                reason = f"its parent session {prepared.parent_id} was not stored"
             self.report.failures.append(ImportFailure(prepared.path, reason, prepared.key))
             return
         self._written(prepared)
@@ -516,15 +515,9 @@ class _Importer:
                 params = {f"v_{c}": v for c, v in final.items() if c != "id"}
                 await tx.fetch((q.update_session_row(), {"id_": session_id, **params}))
         except (IntegrityViolation, InvalidInputError) as exc:
-            self.stored.pop(session_id, None)
-            await self._look_up([session_id], again=True)
-            found = self.stored.get(session_id)
-            if found is not None and found[0] == self.namespace:
+            reason = await self._refusal(session_id, rows.parent_id, exc)
+            if reason is None:
                 return False  # a concurrent import stored it
-            reason = f"the database refused the session: {exc}"
-            parent = rows.parent_id
-            if isinstance(exc, IntegrityViolation) and parent and parent not in self.stored:
-                reason = f"its parent session {parent} was not stored"
             raise Refused(reason) from exc
         self.checked_sessions += 1
         self.checked_records += rows.count
@@ -532,6 +525,20 @@ class _Importer:
         self.report.created += 1
         self.report.records += rows.count
         return True
+
+    async def _refusal(
+        self, session_id: str, parent_id: str | None, exc: IntegrityViolation | InvalidInputError
+    ) -> str | None:
+        """Why the database refused to write a session; ``None`` when the session is
+        stored in this namespace after all (a concurrent import wrote it first)."""
+        self.stored.pop(session_id, None)
+        await self._look_up([session_id], again=True)
+        found = self.stored.get(session_id)
+        if found is not None and found[0] == self.namespace:
+            return None
+        if isinstance(exc, IntegrityViolation) and parent_id and parent_id not in self.stored:
+            return f"its parent session {parent_id} was not stored"
+        return f"the database refused the session: {exc}"
 
     def _written(self, prepared: Prepared) -> None:
         self.stored[prepared.session_row[0]] = (self.namespace, prepared.last_seq)
