@@ -14,8 +14,8 @@ refuses is written again one session per transaction, so one bad session never t
 others with it.
 
 **Export** (:func:`export_all`) reads the namespace's records with one keyset-paginated
-statement and hands the writers the stored JSON (:class:`~sessiondb.formats.base.StoredRecord`),
-without building models.
+statement and hands the writers the stored JSON
+(:class:`~sessiondb.formats.stored.StoredRecord`), without building models.
 
 **Idempotency** needs no extra column. A session's id is a function of the store's
 namespace and the session's external key (``claude-code:<stem>``, ``pi:<id>``,

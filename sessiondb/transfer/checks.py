@@ -18,7 +18,7 @@ from .. import statements as q
 from ..config import DEFAULT_MAX_RECORD_BYTES
 from ..errors import InvalidInputError, SessionDBError, brief
 from ..formats import ImportedRecord, ImportedSession, native
-from ..formats.base import splice
+from ..formats.splice import splice
 from ..models import Compaction, Prune, Tombstone, wire_message
 from ..rows import HeadDelta, NewRecord, TokenCounts, head_counters, session_row, usage_cost
 from ..validation import check_record_size, column_text, session_fields, to_json, too_deep

@@ -15,7 +15,7 @@ from .. import statements as q
 from ..core import Core, HasCore, core_of
 from ..errors import InvalidInputError
 from ..formats import Format, get_format, native
-from ..formats.base import export_scope
+from ..formats.paths import export_scope
 from ..ids import check_session_id
 from ..models import SessionInfo
 from ..rows import session_info

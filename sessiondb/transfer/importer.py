@@ -23,8 +23,8 @@ from ..formats import (
     import_root,
     native,
 )
-from ..formats.base import MAX_LINE_BYTES
 from ..formats.claude_code import listings_kept
+from ..formats.lines import MAX_LINE_BYTES
 from ..ids import derived_session_id
 from ..tables import records, sessions
 from .checks import Prepared, ReaderCrash, Refused, SessionRows
