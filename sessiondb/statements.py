@@ -210,12 +210,10 @@ def context_tail(session_id: str, namespace: str, flavour: str, last: int) -> Bo
     return _context(flavour == POSTGRES, tail=True), _scope(session_id, namespace, last=last)
 
 
-@cache
-def _context(lateral: bool, tail: bool = False) -> Select[Any]:
-    lin = lineage()
-    tomb = _tombstoned_seqs(lin).cte("tombstoned")
-    compaction = (
-        select(records.c.seq, records.c.first_kept_seq, records.c.payload)
+def _latest_compaction(lin: CTE, tomb: CTE, *columns: Any) -> Select[Any]:
+    """``columns`` of the lineage's latest compaction that no tombstone took back."""
+    return (
+        select(*columns)
         .select_from(records.join(lin, _in_lineage(lin)))
         .where(
             records.c.kind == const("compaction"),
@@ -223,8 +221,16 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
         )
         .order_by(records.c.seq.desc())
         .limit(const(1))
-        .cte("latest_compaction")
     )
+
+
+@cache
+def _context(lateral: bool, tail: bool = False) -> Select[Any]:
+    lin = lineage()
+    tomb = _tombstoned_seqs(lin).cte("tombstoned")
+    compaction = _latest_compaction(
+        lin, tomb, records.c.seq, records.c.first_kept_seq, records.c.payload
+    ).cte("latest_compaction")
     first_kept = func.coalesce(select(compaction.c.first_kept_seq).scalar_subquery(), const(0))
     head = select(
         const(0).label("part"),
@@ -378,17 +384,7 @@ def _lineage_records(
     if not include_tombstoned:
         stmt = stmt.where(records.c.seq.not_in(select(tomb.c.target_seq)))
     if not include_superseded:
-        compaction = (
-            select(records.c.first_kept_seq)
-            .select_from(records.join(lin, _in_lineage(lin)))
-            .where(
-                records.c.kind == const("compaction"),
-                records.c.seq.not_in(select(tomb.c.target_seq)),
-            )
-            .order_by(records.c.seq.desc())
-            .limit(const(1))
-            .scalar_subquery()
-        )
+        compaction = _latest_compaction(lin, tomb, records.c.first_kept_seq).scalar_subquery()
         stmt = stmt.where(
             (records.c.kind != const("message"))
             | (records.c.seq >= func.coalesce(compaction, const(0)))

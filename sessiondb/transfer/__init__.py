@@ -49,21 +49,21 @@ checked and turned into rows), :mod:`~sessiondb.transfer.exporter`
 from __future__ import annotations
 
 from ..formats import SkippedPath
-from . import exporter, importer
+
+# The tuning constants (the ``as`` imports) are readable here as before. The code reads
+# each in the module that defines it, so a test that changes one patches that module
+# (``transfer.importer.BATCH_RECORDS``).
+from .exporter import EXPORT_AHEAD as EXPORT_AHEAD
+from .exporter import EXPORT_BATCH as EXPORT_BATCH
 from .exporter import export_all, export_session
+from .importer import ANALYZE_AFTER as ANALYZE_AFTER
+from .importer import BATCH_CHARS as BATCH_CHARS
+from .importer import BATCH_RECORDS as BATCH_RECORDS
+from .importer import LOOK_UP_FILES as LOOK_UP_FILES
+from .importer import STREAM_CHARS as STREAM_CHARS
+from .importer import STREAM_RECORDS as STREAM_RECORDS
 from .importer import import_path, session_id_for
 from .reports import ImportFailure, ImportProgress, ImportReport
-
-# The tuning constants, readable here as before. The code reads each in the module that
-# defines it, so a test that changes one patches that module (``importer.BATCH_RECORDS``).
-ANALYZE_AFTER = importer.ANALYZE_AFTER
-BATCH_CHARS = importer.BATCH_CHARS
-BATCH_RECORDS = importer.BATCH_RECORDS
-LOOK_UP_FILES = importer.LOOK_UP_FILES
-STREAM_CHARS = importer.STREAM_CHARS
-STREAM_RECORDS = importer.STREAM_RECORDS
-EXPORT_AHEAD = exporter.EXPORT_AHEAD
-EXPORT_BATCH = exporter.EXPORT_BATCH
 
 __all__ = [
     "ImportFailure",
