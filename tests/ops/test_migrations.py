@@ -26,7 +26,7 @@ from sessiondb import migrate as migrations
 from sessiondb.config import ENV_URL
 from sessiondb.tables import RECORDS, SESSIONS, TURNS, VERSION_TABLE, metadata
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def head_revision() -> str:

@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import URL
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"figure", "backend", "sessiondb_median_s", "floor_median_s", "ratio", "goal", "met"}
 EXPECTED = {(str(n), b) for n in (1, 2, 3, 4, 5, 6, 8, 9, 11) for b in ("postgres", "sqlite")} | {
     ("7", "postgres")

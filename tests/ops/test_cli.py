@@ -16,7 +16,7 @@ from sessiondb import SessionStore
 from sessiondb.cli import build_parser, main
 from sessiondb.formats import FORMATS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*argv: str) -> tuple[int, str]:

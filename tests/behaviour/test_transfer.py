@@ -947,7 +947,7 @@ def test_cli_import_and_export(db_url: str, tmp_path: Path) -> None:
 
 
 async def test_noumen_round_trips_through_the_database(store: SessionStore, tmp_path: Path) -> None:
-    from test_formats_noumen import SID, sample
+    from unit.test_formats_noumen import SID, sample
 
     source = tmp_path / "in" / f"{SID}.jsonl"
     source.parent.mkdir()
@@ -1067,12 +1067,12 @@ async def test_a_file_past_the_spill_threshold_imports_as_in_memory(
     """Read with its indexes moved to disk, a big file gives the session it gives read
     in memory (records, context, session row) and exports line for line."""
     if fmt == "pi":
-        from test_formats_pi import big_tree as generate
+        from unit.test_formats_pi import big_tree as generate
 
         reader: Any = formats_pi
     else:
-        from test_formats_noumen import SID
-        from test_formats_noumen import big_session as generate
+        from unit.test_formats_noumen import SID
+        from unit.test_formats_noumen import big_session as generate
 
         reader = formats_noumen
     (tmp_path / "in").mkdir()

@@ -2,7 +2,8 @@
 ``store._flavour``, no ``from sessiondb… import _name``, nothing ``obj._name`` on an
 object that is not the test's own.
 
-Read with :mod:`ast` from every ``tests/*.py``. Flagged:
+Read with :mod:`ast` from every ``.py`` file under ``tests/``, subfolders included.
+Flagged:
 
 - an attribute ``X._name`` (one leading underscore or a mangled ``__name``, not a
   ``__dunder__``) unless ``X`` is ``self`` or ``cls`` (a test's own classes);
@@ -22,9 +23,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 
-# (file, what) -> why. ``what`` is the access as written (``ast.unparse``), or
+# (file, what) -> why. ``file`` is the file's name (the test below keeps names unique
+# under ``tests/``); ``what`` is the access as written (``ast.unparse``), or
 # ``import <module>.<name>``.
 ALLOWED: dict[tuple[str, str], str] = {
     # White-box tests of the SQLite backend, built by its public constructor: what they
@@ -135,15 +137,24 @@ getattr(s, "__dict__"), x.__class__, _own_helper(), q.public
     ]
 
 
+def _files() -> list[Path]:
+    """Every Python file of the tests, in every subfolder."""
+    return sorted(TESTS.rglob("*.py"))
+
+
 def test_tests_use_no_private_names() -> None:
+    files = _files()
+    # ALLOWED names a file by its name alone, so no two files may share one.
+    names = [p.name for p in files if p.name != "__init__.py"]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
     seen: set[tuple[str, str]] = set()
     unexpected: list[str] = []
-    for path in sorted(TESTS.glob("*.py")):
+    for path in files:
         for line, what in private_accesses(path.read_text()):
             key = (path.name, what)
             seen.add(key)
             if key not in ALLOWED:
-                unexpected.append(f"{path.name}:{line}: {what}")
+                unexpected.append(f"{path.relative_to(TESTS)}:{line}: {what}")
     assert not unexpected, "private access from tests:\n" + "\n".join(unexpected)
     stale = sorted(set(ALLOWED) - seen)
     assert not stale, f"allowed but no longer used (remove from ALLOWED): {stale}"

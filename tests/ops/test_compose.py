@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from bench import databases
 
-COMPOSE_FILE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+COMPOSE_FILE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 
 
 def declared_url() -> str:

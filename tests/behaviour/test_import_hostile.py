@@ -416,7 +416,7 @@ def test_detection_passes_a_long_first_line_over_unread(tmp_path: Path) -> None:
 
 def _probe(db: Path, path: Path, limit: int) -> dict[str, Any]:
     """Import ``path`` in a child process; its peak memory and report."""
-    here = Path(__file__).parent
+    here = Path(__file__).parents[1]
     done = subprocess.run(
         [sys.executable, str(here / "import_memory_probe.py"), str(db), str(path), str(limit)],
         capture_output=True,

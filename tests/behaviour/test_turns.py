@@ -21,7 +21,7 @@ import pytest
 import sql_helpers as sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_pgbouncer import pgbouncer  # noqa: F401  (the fixture)
+from ops.test_pgbouncer import pgbouncer  # noqa: F401  (the fixture)
 
 from sessiondb import (
     InvalidInputError,
