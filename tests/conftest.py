@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers
-from corpus_helpers import need_corpus
+from helpers import sql
+from helpers.corpus import need_corpus
 from sqlalchemy.engine import URL, make_url
 
 from sessiondb import SessionStore, _compose
@@ -226,8 +226,8 @@ def store_url(backend: str, request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[SessionStore]:
     """A store on a fresh migrated database of the test's backend (built by
-    :func:`sql_helpers.open_store`, so that tests can read ``:memory:`` too)."""
-    async with sql_helpers.open_store(store_url) as s:
+    :func:`helpers.sql.open_store`, so that tests can read ``:memory:`` too)."""
+    async with sql.open_store(store_url) as s:
         if store_url == ":memory:":
             await s.migrate()
         yield s

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from input_tables import not_refused
+from helpers import sql
+from helpers.input_tables import not_refused
 from sqlalchemy import func, select
 
 from sessiondb import (

@@ -3,7 +3,7 @@ SQLite), on every path a SQLite read takes (reader thread, inline, ``:memory:``)
 
 from __future__ import annotations
 
-import sql_helpers as sql
+from helpers import sql
 
 from sessiondb import SessionStore
 from sessiondb import statements as q

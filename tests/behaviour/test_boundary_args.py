@@ -4,7 +4,7 @@ refused with a sessiondb error naming the argument, and nothing is written."""
 from __future__ import annotations
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 
 from sessiondb import ConfigurationError, InvalidInputError, SessionNotFoundError, SessionStore
 

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from compaction_helpers import (
+from helpers.compaction import (
     CLAUDE_SESSION,
     PI_SESSION,
     FailingSummarizer,
@@ -20,10 +20,10 @@ from compaction_helpers import (
     tool_turn,
     user,
 )
-from corpus_helpers import corpus_file
+from helpers.corpus import corpus_file
+from helpers.overlays import assert_only_grew, raw_records, session_with, summary_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from overlay_helpers import assert_only_grew, raw_records, session_with, summary_text
 
 from sessiondb import (
     CompactionSettings,

@@ -11,8 +11,8 @@ import multiprocessing
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from overlay_helpers import (
+from helpers import sql
+from helpers.overlays import (
     MISSING_ID,
     assert_only_grew,
     assistant,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus_helpers import CLAUDE_FILES, CORPUS, PI_FILES, corpus_present
+from helpers.corpus import CLAUDE_FILES, CORPUS, PI_FILES, corpus_present
 
 from sessiondb import SessionStore
 from sessiondb.cli import main

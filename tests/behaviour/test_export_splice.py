@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 import pytest
-from corpus_helpers import CORPUS, corpus_present
-from formats_helpers import claude_code_project
+from helpers.corpus import CORPUS, corpus_present
+from helpers.formats import claude_code_project
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import literal, select

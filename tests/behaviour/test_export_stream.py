@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 
 from sessiondb import DatabaseUnavailableError, SessionStore, transfer
 from sessiondb import statements as q

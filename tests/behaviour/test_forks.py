@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from overlay_helpers import (
+from helpers.overlays import (
     MISSING_ID,
     assert_only_grew,
     assistant,

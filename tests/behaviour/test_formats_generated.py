@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from formats_helpers import GENERATED, NATIVE_ID, Generated, generated_tree, json_lines, stored
+from helpers.formats import GENERATED, NATIVE_ID, Generated, generated_tree, json_lines, stored
 
 from sessiondb import SessionStore
 from sessiondb.formats import FORMATS, ImportedSession, detect, read_path

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -570,7 +570,7 @@ def test_a_claude_code_tree_with_deep_and_huge_lines_imports_the_rest(
 ) -> None:
     """A line holding a deep or huge value anywhere fails its session (or is a bad line);
     import_path raises nothing, and the tree's other file is imported whole."""
-    from formats_helpers import claude_code_project
+    from helpers.formats import claude_code_project
 
     loop = asyncio.new_event_loop()
     run: Callable[[Coroutine[Any, Any, Any]], Any] = loop.run_until_complete

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 

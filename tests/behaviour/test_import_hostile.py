@@ -6,7 +6,7 @@ inside it, link loops, FIFOs (a FIFO opened for reading waits for a writer: a te
 hangs here is a failure, so each such test runs under an alarm), sockets, a link to
 ``/dev/zero``, a ``...jsonl`` file, a tree 1,100 directories deep, a line over
 ``max_record_bytes`` and 2,000,000 bad lines. Peak memory is measured in a child
-process (``import_memory_probe.py``), on SQLite.
+process (``helpers/import_memory_probe.py``), on SQLite.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from import_memory_probe import bad_lines_file, cc_line, huge_line_file
+from helpers import sql
+from helpers.import_memory_probe import bad_lines_file, cc_line, huge_line_file
 
 import sessiondb
 from sessiondb import ImportFormatError, InvalidInputError, SessionStore
@@ -416,9 +416,9 @@ def test_detection_passes_a_long_first_line_over_unread(tmp_path: Path) -> None:
 
 def _probe(db: Path, path: Path, limit: int) -> dict[str, Any]:
     """Import ``path`` in a child process; its peak memory and report."""
-    here = Path(__file__).parents[1]
+    script = Path(__file__).parents[1] / "helpers" / "import_memory_probe.py"
     done = subprocess.run(
-        [sys.executable, str(here / "import_memory_probe.py"), str(db), str(path), str(limit)],
+        [sys.executable, str(script), str(db), str(path), str(limit)],
         capture_output=True,
         text=True,
         check=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytest
-from sql_helpers import scalar
+from helpers.sql import scalar
 
 from sessiondb import NewSession, SessionStore
 from sessiondb.errors import InvalidInputError

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from formats_helpers import claude_code_project
+from helpers import sql
+from helpers.formats import claude_code_project
 
 from sessiondb import InvalidInputError, SessionDBError, SessionStore, jsoncodec
 from sessiondb.formats.anthropic import from_anthropic, to_anthropic
@@ -383,8 +383,8 @@ async def test_every_argument_may_be_deep_or_huge(
 async def test_a_summary_over_the_record_limit_is_the_summarizers_failure(
     small: SessionStore,
 ) -> None:
-    from compaction_helpers import tool_turn
-    from overlay_helpers import raw_records, session_with
+    from helpers.compaction import tool_turn
+    from helpers.overlays import raw_records, session_with
 
     from sessiondb import CompactionSettings, SummarizerError
     from sessiondb.compaction import compact

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from sqlalchemy import select
 
 from sessiondb import (

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from overlay_helpers import assistant, raw_records, result, session_with, summary_text, user
+from helpers.overlays import assistant, raw_records, result, session_with, summary_text, user
 
 from sessiondb import InvalidInputError, SessionNotFoundError, SessionStore
 

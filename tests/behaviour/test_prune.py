@@ -8,10 +8,8 @@ import json
 from typing import Any
 
 import pytest
-from compaction_helpers import tool_turn
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from overlay_helpers import (
+from helpers.compaction import tool_turn
+from helpers.overlays import (
     MISSING_ID,
     assert_only_grew,
     assistant,
@@ -21,6 +19,8 @@ from overlay_helpers import (
     summary_text,
     user,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sessiondb import (
     CompactionSettings,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -9,7 +9,7 @@ import unicodedata
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from input_tables import not_refused
+from helpers import sql
+from helpers.input_tables import not_refused
 from sqlalchemy import bindparam, func, select, update
 
 from sessiondb import (

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-import sql_helpers as sqlh
-from overlay_helpers import (
+from helpers import sql as sqlh
+from helpers.overlays import (
     assert_only_grew,
     assistant,
     raw_records,

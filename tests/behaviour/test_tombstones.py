@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from overlay_helpers import (
+from helpers import sql
+from helpers.overlays import (
     MISSING_ID,
     assert_only_grew,
     assistant,

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus_helpers import CLAUDE_FILES, CORPUS, PI_FILES, need_corpus
-from formats_helpers import count_disk_maps, generated_tree, json_lines
+from helpers.corpus import CLAUDE_FILES, CORPUS, PI_FILES, need_corpus
+from helpers.formats import count_disk_maps, generated_tree, json_lines
+from helpers.sql import execute, scalar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sql_helpers import execute, scalar
 from sqlalchemy import update
 
 from sessiondb import SessionStore, transfer
@@ -73,7 +73,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module", params=["corpus", "generated"])
 def tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The corpus tree, then a generated tree of every format (``formats_helpers``)."""
+    """The corpus tree, then a generated tree of every format (``helpers.formats``)."""
     if request.param == "corpus":
         return Path(request.getfixturevalue("corpus"))
     root = tmp_path_factory.mktemp("generated")

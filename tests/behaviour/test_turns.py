@@ -18,7 +18,7 @@ import signal
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ops.test_pgbouncer import pgbouncer  # noqa: F401  (the fixture)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 
 from sessiondb import SessionStore
 from sessiondb.backends.sqlite import SQLiteBackend

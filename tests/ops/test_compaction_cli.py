@@ -7,7 +7,7 @@ import io
 import json
 
 import pytest
-from compaction_helpers import tool_turn
+from helpers.compaction import tool_turn
 
 from sessiondb import SessionStore
 from sessiondb.cli import main

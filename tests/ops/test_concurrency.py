@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from sqlalchemy import func, select
 
 from sessiondb import SeqConflictError, SessionStore

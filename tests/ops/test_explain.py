@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from overlay_helpers import assistant, result, summary_text, user
+from helpers import sql
+from helpers.overlays import assistant, result, summary_text, user
 
 from sessiondb import SessionStore
 from sessiondb import statements as q

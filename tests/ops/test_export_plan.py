@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
-from formats_helpers import claude_code_project
+from helpers import sql
+from helpers.formats import claude_code_project
 
 from sessiondb import SessionStore, transfer
 from sessiondb import statements as q

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from sqlalchemy.engine import make_url
 
 from sessiondb import DatabaseUnavailableError, SessionDBError, SessionStore

@@ -5,9 +5,9 @@ downgrade drops the keys and keeps the sessions and their records."""
 from __future__ import annotations
 
 import pytest
-import sql_helpers as sql
-from migration_helpers import insert_old_session, old_sessions
-from overlay_helpers import assistant, raw_records, result, session_with, user
+from helpers import sql
+from helpers.migrations import insert_old_session, old_sessions
+from helpers.overlays import assistant, raw_records, result, session_with, user
 from test_migrations import schema_state
 
 from sessiondb import SessionDBError, SessionNotFoundError, SessionStore

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers as sql
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from helpers import sql
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 

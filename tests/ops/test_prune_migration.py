@@ -1,14 +1,14 @@
 """Migration 0002 (record kind ``prune``) over a database that already holds data from
-0001, on both backends (written as 0001 holds it: see ``migration_helpers``): the rows
+0001, on both backends (written as 0001 holds it: see ``helpers.migrations``): the rows
 are kept, the new kind is accepted after, other kinds are still refused, and the
 downgrade drops the prune records only."""
 
 from __future__ import annotations
 
 import pytest
-import sql_helpers as sql
-from migration_helpers import insert_old_session
-from overlay_helpers import assistant, raw_records, result, session_with, user
+from helpers import sql
+from helpers.migrations import insert_old_session
+from helpers.overlays import assistant, raw_records, result, session_with, user
 from test_migrations import head_revision, schema_state
 
 from sessiondb import SessionDBError, SessionStore

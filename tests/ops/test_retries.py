@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-import sql_helpers as sql
+from helpers import sql
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import pytest
-from compaction_helpers import (
+from helpers.compaction import (
     PI_SESSION,
     assistant,
     msg,
@@ -18,7 +18,7 @@ from compaction_helpers import (
     tool_turn,
     user,
 )
-from corpus_helpers import corpus_file
+from helpers.corpus import corpus_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus_helpers import CLAUDE_FILES, CORPUS, corpus_present
-from formats_helpers import generated_tree, json_lines, stored
+from helpers.corpus import CLAUDE_FILES, CORPUS, corpus_present
+from helpers.formats import generated_tree, json_lines, stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +25,7 @@ from sessiondb.models import Record
 CLAUDE = CORPUS / "claude-code"
 SPOTTER = CLAUDE / "spotter" / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 FMT = FORMATS["claude-code"]
-#: The generated Claude Code sessions (``formats_helpers.generated_tree``): a main file
+#: The generated Claude Code sessions (``helpers.formats.generated_tree``): a main file
 #: with two subagents, and a cersei session in two parts.
 CC_CASES = ("claude-code", "cersei-parts")
 

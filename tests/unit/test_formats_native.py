@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from corpus_helpers import CORPUS
-from formats_helpers import SESSION_ID, info_of, json_lines, stored, to_records
+from helpers.corpus import CORPUS
+from helpers.formats import SESSION_ID, info_of, json_lines, stored, to_records
 
 from sessiondb.errors import ImportFormatError
 from sessiondb.formats import FORMATS, detect, read_path

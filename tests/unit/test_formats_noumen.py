@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from formats_helpers import count_disk_maps, json_lines, stored
+from helpers.formats import count_disk_maps, json_lines, stored
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus_helpers import CORPUS
-from formats_helpers import count_disk_maps, json_lines, stored
+from helpers.corpus import CORPUS
+from helpers.formats import count_disk_maps, json_lines, stored
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from corpus_helpers import CORPUS
-from formats_helpers import SESSION_ID, stored
+from helpers.corpus import CORPUS
+from helpers.formats import SESSION_ID, stored
 
 from sessiondb.formats import FORMATS, read_path
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import sql_helpers as sql
-
+from helpers import sql
 from sessiondb import Message, SessionStore
 from sessiondb.context import SUMMARY_PREFIX, SUMMARY_SUFFIX
 

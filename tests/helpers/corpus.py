@@ -24,7 +24,7 @@ def corpus_dir() -> Path:
     explicit = os.environ.get("SESSIONDB_CORPUS")
     if explicit:
         return Path(explicit)
-    return Path(__file__).resolve().parents[2] / "shared" / "corpus"
+    return Path(__file__).resolve().parents[3] / "shared" / "corpus"
 
 
 #: The corpus directory (a path only: nothing is read until a test asks).

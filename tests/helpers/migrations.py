@@ -6,8 +6,7 @@ through the store (they touch only columns every revision has)."""
 
 from __future__ import annotations
 
-import sql_helpers as sql
-
+from helpers import sql
 from sessiondb import SessionStore
 from sessiondb.ids import new_session_id
 from sessiondb.tables import SESSIONS

@@ -1,6 +1,6 @@
 """Peak memory of one import, measured in a process of its own.
 
-``python import_memory_probe.py DB PATH LIMIT`` imports ``PATH`` (as Claude Code) into the
+``python helpers/import_memory_probe.py DB PATH LIMIT`` imports ``PATH`` (as Claude Code) into the
 SQLite database ``DB`` with ``max_record_bytes=LIMIT`` and prints one JSON object: the
 process's peak resident set (``VmHWM``, in kB) and what the report says. The
 files are built by :func:`huge_line_file` and :func:`bad_lines_file` in the parent, so

@@ -104,7 +104,7 @@ def backend_of(store: SessionStore) -> Backend:
         return _backends[store]
     except KeyError:
         raise LookupError(
-            f"{store!r} was not opened by sql_helpers.open_store: its backend is its own"
+            f"{store!r} was not opened by helpers.sql.open_store: its backend is its own"
         ) from None
 
 
@@ -127,7 +127,7 @@ class Database:
         except KeyError:
             raise LookupError(
                 "a :memory: database is the store's one connection: open the store with "
-                "sql_helpers.open_store to read it from a test"
+                "helpers.sql.open_store to read it from a test"
             ) from None
 
     @property
