@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.claude_code import assistant, line, tool_result, tool_use
+from helpers.claude_code import text as text_block
+from helpers.claude_code import user as cc_user
 from helpers.corpus import CLAUDE_FILES, CORPUS, PI_FILES, need_corpus
 from helpers.formats import count_disk_maps, generated_tree, json_lines
 from helpers.sql import execute, scalar
@@ -87,34 +90,8 @@ async def counts(store: SessionStore) -> tuple[int, int]:
     return int(sessions), int(records)
 
 
-def line(**fields: Any) -> str:
-    return json.dumps(fields)
-
-
-def cc_user(uuid: str, parent: str | None, text: str) -> str:
-    return line(
-        type="user",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId="s",
-        timestamp="2026-01-01T00:00:00.000Z",
-        message={"role": "user", "content": text},
-    )
-
-
 def cc_assistant(uuid: str, parent: str | None, text: str) -> str:
-    return line(
-        type="assistant",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId="s",
-        timestamp="2026-01-01T00:00:01.000Z",
-        message={
-            "id": f"m-{uuid}",
-            "role": "assistant",
-            "content": [{"type": "text", "text": text}],
-        },
-    )
+    return assistant(uuid, parent, [text_block(text)], f"m-{uuid}", usage=None)
 
 
 # -- round trips ---------------------------------------------------------------------------
@@ -609,42 +586,21 @@ def split_response_file(path: Path) -> Path:
     """A response written as three lines sharing message.id, its tool results between."""
 
     def part(uuid: str, parent: str, block: dict[str, Any]) -> str:
-        return line(
-            type="assistant",
-            uuid=uuid,
-            parentUuid=parent,
-            sessionId="s",
-            timestamp="2026-01-01T00:00:01.000Z",
-            message={
-                "id": "msg-1",
-                "role": "assistant",
-                "content": [block],
-                "usage": {"input_tokens": 7, "output_tokens": 11},
-            },
+        return assistant(
+            uuid, parent, [block], "msg-1", usage={"input_tokens": 7, "output_tokens": 11}
         )
 
-    def tool_result(uuid: str, parent: str, call: str) -> str:
-        block = {"type": "tool_result", "tool_use_id": call, "content": f"out {call}"}
-        return line(
-            type="user",
-            uuid=uuid,
-            parentUuid=parent,
-            sessionId="s",
-            timestamp="2026-01-01T00:00:02.000Z",
-            message={"role": "user", "content": [block]},
-        )
-
-    def call(call_id: str) -> dict[str, Any]:
-        return {"type": "tool_use", "id": call_id, "name": "Read", "input": {"p": call_id}}
+    def result(uuid: str, parent: str, call: str) -> str:
+        return tool_result(uuid, parent, call, f"out {call}")
 
     lines = [
         cc_user("u1", None, "go"),
         part("a1", "u1", {"type": "text", "text": "looking"}),
-        part("a2", "a1", call("t1")),
+        part("a2", "a1", tool_use("t1")),
         line(type="progress", uuid="p1", parentUuid="a2", data={}),
-        tool_result("r1", "a2", "t1"),
-        part("a3", "r1", call("t2")),
-        tool_result("r2", "a3", "t2"),
+        result("r1", "a2", "t1"),
+        part("a3", "r1", tool_use("t2")),
+        result("r2", "a3", "t2"),
         cc_assistant("a4", "r2", "done"),
         cc_user("u2", "a4", "thanks"),
     ]
@@ -698,36 +654,18 @@ def rising_usage_file(path: Path) -> Path:
 
     def part(uuid: str, parent: str, block: dict[str, Any], output: int, msg: str) -> str:
         usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": output}
-        return line(
-            type="assistant",
-            uuid=uuid,
-            parentUuid=parent,
-            sessionId="s",
-            timestamp="2026-01-01T00:00:01.000Z",
-            message={"id": msg, "role": "assistant", "content": [block], "usage": usage},
-        )
+        return assistant(uuid, parent, [block], msg, usage=usage)
 
-    def tool_result(uuid: str, parent: str, call: str) -> str:
-        block = {"type": "tool_result", "tool_use_id": call, "content": f"out {call}"}
-        return line(
-            type="user",
-            uuid=uuid,
-            parentUuid=parent,
-            sessionId="s",
-            timestamp="2026-01-01T00:00:02.000Z",
-            message={"role": "user", "content": [block]},
-        )
-
-    def call(call_id: str) -> dict[str, Any]:
-        return {"type": "tool_use", "id": call_id, "name": "Read", "input": {"p": call_id}}
+    def result(uuid: str, parent: str, call: str) -> str:
+        return tool_result(uuid, parent, call, f"out {call}")
 
     lines = [
         cc_user("u1", None, "go"),
         part("a1", "u1", {"type": "text", "text": "looking"}, 4, "msg-1"),
-        part("a2", "a1", call("t1"), 4, "msg-1"),
-        tool_result("r1", "a2", "t1"),
-        part("a3", "r1", call("t2"), 90, "msg-1"),
-        tool_result("r2", "a3", "t2"),
+        part("a2", "a1", tool_use("t1"), 4, "msg-1"),
+        result("r1", "a2", "t1"),
+        part("a3", "r1", tool_use("t2"), 90, "msg-1"),
+        result("r2", "a3", "t2"),
         part("a4", "r2", {"type": "text", "text": "done"}, 7, "msg-2"),
     ]
     path.write_text("\n".join(lines) + "\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.claude_code import assistant, line, tool_result, user
 from helpers.corpus import CLAUDE_FILES, CORPUS, corpus_present
 from helpers.formats import generated_tree, json_lines, stored
 from hypothesis import given, settings
@@ -50,42 +51,8 @@ def export(path: Path, out: Path) -> dict[str, list[Path]]:
     return written
 
 
-def line(**fields: Any) -> str:
-    return json.dumps(fields)
-
-
-def user(uuid: str, parent: str | None, text: str) -> str:
-    return line(
-        type="user",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId="s",
-        timestamp="2026-01-01T00:00:00.000Z",
-        message={"role": "user", "content": text},
-    )
-
-
-def assistant(uuid: str, parent: str | None, blocks: list[Any], msg_id: str = "m") -> str:
-    return line(
-        type="assistant",
-        uuid=uuid,
-        parentUuid=parent,
-        sessionId="s",
-        timestamp="2026-01-01T00:00:01.000Z",
-        message={
-            "id": msg_id,
-            "role": "assistant",
-            "content": blocks,
-            "usage": {"input_tokens": 3, "output_tokens": 5},
-        },
-    )
-
-
 def result(uuid: str, parent: str, call: str, text: str) -> str:
-    content = [{"type": "tool_result", "tool_use_id": call, "content": text}]
-    return line(
-        type="user", uuid=uuid, parentUuid=parent, message={"role": "user", "content": content}
-    )
+    return tool_result(uuid, parent, call, text, at=None)
 
 
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
