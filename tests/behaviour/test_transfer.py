@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.claude_code import assistant, line, tool_result, tool_use
+from helpers.claude_code import assistant, cersei_parts, line, tool_result, tool_use
 from helpers.claude_code import text as text_block
 from helpers.claude_code import user as cc_user
 from helpers.corpus import CLAUDE_FILES, CORPUS, PI_FILES, need_corpus
@@ -469,27 +469,9 @@ async def test_a_directory_tree_mixing_formats(store: SessionStore, tmp_path: Pa
 async def test_cersei_parts_with_a_cross_part_tombstone(
     store: SessionStore, tmp_path: Path
 ) -> None:
-    def cersei(kind: str, uuid: str, parent: str | None, text: str) -> str:
-        return line(
-            type=kind,
-            uuid=uuid,
-            parent_uuid=parent,
-            session_id="abc",
-            timestamp="2026-04-03T10:00:00Z",
-            message={"role": kind, "content": text},
-        )
-
     folder = tmp_path / "project"
     folder.mkdir()
-    (folder / "abc.jsonl").write_text(
-        cersei("user", "a1", None, "fix the tests") + "\n" + cersei("assistant", "a2", "a1", "ok")
-    )
-    (folder / "abc_part2.jsonl").write_text(
-        cersei("user", "a3", "a2", "and the docs")
-        + "\n"
-        + line(type="tombstone", deleted_uuid="a2", timestamp="2026-04-03T10:01:00Z")
-        + "\n"
-    )
+    cersei_parts(folder)
     report = await import_path(store, folder)
     (sid,) = report.session_ids
     assert report.records == 4

@@ -5,6 +5,7 @@ and time stamp, then ``message``)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 #: The usage an assistant line carries unless a test gives its own.
@@ -62,3 +63,33 @@ def text(value: str) -> dict[str, Any]:
 def tool_use(call_id: str, name: str = "Read") -> dict[str, Any]:
     """A tool call block whose input names the call."""
     return {"type": "tool_use", "id": call_id, "name": name, "input": {"p": call_id}}
+
+
+def cersei(kind: str, uuid: str, parent: str | None, text: str, **extra: Any) -> str:
+    """A cersei line (Claude Code's shape with snake_case names) of a ``kind`` message
+    holding ``text``; ``extra`` fields (``cwd``) come before the message."""
+    return line(
+        type=kind,
+        uuid=uuid,
+        parent_uuid=parent,
+        session_id="abc",
+        timestamp="2026-04-03T10:00:00Z",
+        **extra,
+        message={"role": kind, "content": text},
+    )
+
+
+def cersei_parts(folder: Path, **extra: Any) -> None:
+    """A cersei session ``abc`` in two part files of ``folder``: a question and its answer,
+    then a second question and a tombstone of the answer (four records)."""
+    (folder / "abc.jsonl").write_text(
+        cersei("user", "a1", None, "fix the tests", **extra)
+        + "\n"
+        + cersei("assistant", "a2", "a1", "ok", **extra)
+    )
+    (folder / "abc_part2.jsonl").write_text(
+        cersei("user", "a3", "a2", "and the docs", **extra)
+        + "\n"
+        + line(type="tombstone", deleted_uuid="a2", timestamp="2026-04-03T10:01:00Z")
+        + "\n"
+    )

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.claude_code import assistant, line, tool_result, user
+from helpers.claude_code import assistant, cersei_parts, line, tool_result, user
+from helpers.claude_code import cersei as cersei_line
 from helpers.corpus import CLAUDE_FILES, CORPUS, corpus_present
 from helpers.formats import generated_tree, json_lines, stored
 from hypothesis import given, settings
@@ -317,29 +318,13 @@ def test_parallel_tool_results_on_side_branches_stay_in_the_context(tmp_path: Pa
 
 
 def cersei(kind: str, uuid: str, parent: str | None, text: str) -> str:
-    return line(
-        type=kind,
-        uuid=uuid,
-        parent_uuid=parent,
-        session_id="abc",
-        timestamp="2026-04-03T10:00:00Z",
-        cwd="/project",
-        message={"role": kind, "content": text},
-    )
+    return cersei_line(kind, uuid, parent, text, cwd="/project")
 
 
 def test_cersei_parts_are_stitched_and_a_tombstone_hides_across_parts(tmp_path: Path) -> None:
     folder = tmp_path / "project"
     folder.mkdir()
-    (folder / "abc.jsonl").write_text(
-        cersei("user", "a1", None, "fix the tests") + "\n" + cersei("assistant", "a2", "a1", "ok")
-    )
-    (folder / "abc_part2.jsonl").write_text(
-        cersei("user", "a3", "a2", "and the docs")
-        + "\n"
-        + line(type="tombstone", deleted_uuid="a2", timestamp="2026-04-03T10:01:00Z")
-        + "\n"
-    )
+    cersei_parts(folder, cwd="/project")
     (folder / "abc_part3.jsonl").write_text(
         line(type="summary", uuid="e5", summary="User asked…", messages_compacted=2) + "\n"
     )
