@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import multiprocessing
 from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.processes import SPAWN, run_processes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -339,22 +339,15 @@ async def test_concurrent_pops_in_processes_never_return_an_item_twice(db_url: s
     session = SessionDBSession.from_url("procs", url=db_url)
     await session.add_items([{"role": "user", "content": f"m{i}", "n": i} for i in range(items)])
     await session.close()
-    ctx = multiprocessing.get_context("spawn")
-    start, results = ctx.Barrier(procs), ctx.Queue()
-    processes = [
-        ctx.Process(target=_pop_in_process, args=(db_url, pops, start, results))
-        for _ in range(procs)
-    ]
-    for p in processes:
-        p.start()
-    try:
-        for p in processes:
-            await asyncio.to_thread(p.join, TIMEOUT_S)
-    finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-    got = [results.get(timeout=10) for _ in processes]
+    start, results = SPAWN.Barrier(procs), SPAWN.Queue()
+    await asyncio.to_thread(
+        run_processes,
+        _pop_in_process,
+        lambda _: (db_url, pops, start, results),
+        procs,
+        timeout=TIMEOUT_S,
+    )
+    got = [results.get(timeout=10) for _ in range(procs)]
     assert all(isinstance(g, list) for g in got), got
     popped = [n for g in got for n in g]
     assert sorted(popped) == list(range(items))  # each item once, none twice

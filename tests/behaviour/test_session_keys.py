@@ -4,12 +4,12 @@ compare exactly, namespaces isolate, bad keys are refused before SQL."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import unicodedata
 from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.processes import SPAWN, run_processes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -198,22 +198,15 @@ def _race(url: str, key: str, start: Any, results: Any) -> None:
 
 async def test_processes_racing_on_one_new_key_get_one_session(db_url: str) -> None:
     procs = 4
-    ctx = multiprocessing.get_context("spawn")
-    start, results = ctx.Barrier(procs), ctx.Queue()
-    processes = [
-        ctx.Process(target=_race, args=(db_url, f"race:{i % 2}", start, results))
-        for i in range(procs)
-    ]
-    for p in processes:
-        p.start()
-    try:
-        for p in processes:
-            await asyncio.to_thread(p.join, TIMEOUT_S)
-    finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-    got = [results.get(timeout=10) for _ in processes]
+    start, results = SPAWN.Barrier(procs), SPAWN.Queue()
+    await asyncio.to_thread(
+        run_processes,
+        _race,
+        lambda i: (db_url, f"race:{i % 2}", start, results),
+        procs,
+        timeout=TIMEOUT_S,
+    )
+    got = [results.get(timeout=10) for _ in range(procs)]
     assert all(isinstance(ids, tuple) for ids in got), got
     async with SessionStore.open(db_url) as store:
         by_key = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
 import os
 import random
 import re
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.processes import SPAWN, run_processes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ops.test_pgbouncer import pgbouncer  # noqa: F401  (the fixture)
@@ -371,25 +371,10 @@ def _turn_worker(url: str, session_id: str, proc: int, turns: int, start: Any) -
 
 
 def _run_processes(target: Any, args_for: Any, count: int) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(count)
-    processes = [
-        ctx.Process(target=target, args=(*args_for(p), start), name=f"sessiondb-turns-{p}")
-        for p in range(count)
-    ]
-    for process in processes:
-        process.start()
-    try:
-        for process in processes:
-            process.join(TIMEOUT_S)
-    finally:
-        hung = [p for p in processes if p.is_alive()]
-        for process in hung:
-            process.kill()
-            process.join(10)
-    assert not hung, f"did not finish in {TIMEOUT_S}s: {[p.name for p in hung]}"
-    codes = {p.name: p.exitcode for p in processes}
-    assert all(code == 0 for code in codes.values()), f"a process failed: {codes}"
+    start = SPAWN.Barrier(count)
+    run_processes(
+        target, lambda p: (*args_for(p), start), count, timeout=TIMEOUT_S, name="sessiondb-turns"
+    )
 
 
 async def test_three_processes_twenty_turns_each_never_interleave(db_url: str) -> None:
@@ -436,9 +421,8 @@ async def test_a_holder_killed_mid_turn_releases_within_its_lease(db_url: str) -
     lease = 3.0
     async with SessionStore.open(db_url) as store:
         sid = (await store.create_session()).id
-        ctx = multiprocessing.get_context("spawn")
-        report = ctx.Queue()
-        victim = ctx.Process(target=_victim, args=(db_url, sid, lease, report))
+        report = SPAWN.Queue()
+        victim = SPAWN.Process(target=_victim, args=(db_url, sid, lease, report))
         victim.start()
         try:
             ticket, token = await asyncio.to_thread(report.get, True, TIMEOUT_S)
@@ -500,9 +484,8 @@ async def test_a_holder_stopped_past_its_lease_cannot_write_when_it_wakes(db_url
     # its renewal with it; on waking it carries on as if it still held the turn.
     async with SessionStore.open(db_url) as store:
         sid = (await store.create_session()).id
-        ctx = multiprocessing.get_context("spawn")
-        events, go = ctx.Queue(), ctx.Event()
-        paused = ctx.Process(target=_paused, args=(db_url, sid, events, go))
+        events, go = SPAWN.Queue(), SPAWN.Event()
+        paused = SPAWN.Process(target=_paused, args=(db_url, sid, events, go))
         paused.start()
         try:
             assert await asyncio.to_thread(events.get, True, TIMEOUT_S) == "held"

@@ -8,13 +8,14 @@ interpreter, event loop, engine and connection pool, as replicas of a service wo
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import re
 from collections import defaultdict
 from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.processes import SPAWN
+from helpers.processes import run_processes as run_workers
 from sqlalchemy import func, select
 
 from sessiondb import SeqConflictError, SessionStore
@@ -94,31 +95,15 @@ def _worker(
 def run_processes(
     mode: str, url: str, session_id: str, procs: int, writers: int, per_writer: int
 ) -> dict[int, int]:
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(procs)
-    results = ctx.Queue()
-    processes = [
-        ctx.Process(
-            target=_worker,
-            args=(mode, url, session_id, p, writers, per_writer, start, results),
-            name=f"sessiondb-writer-{p}",
-        )
-        for p in range(procs)
-    ]
-    for process in processes:
-        process.start()
-    try:
-        for process in processes:
-            process.join(TIMEOUT_S)
-    finally:
-        hung = [p for p in processes if p.is_alive()]
-        for process in hung:
-            process.kill()
-            process.join(10)
-    assert not hung, f"writers did not finish in {TIMEOUT_S}s: {[p.name for p in hung]}"
-    codes = {p.name: p.exitcode for p in processes}
-    assert all(code == 0 for code in codes.values()), f"a writer process failed: {codes}"
-    out = dict(results.get(timeout=10) for _ in processes)
+    start, results = SPAWN.Barrier(procs), SPAWN.Queue()
+    run_workers(
+        _worker,
+        lambda p: (mode, url, session_id, p, writers, per_writer, start, results),
+        procs,
+        timeout=TIMEOUT_S,
+        name="sessiondb-writer",
+    )
+    out = dict(results.get(timeout=10) for _ in range(procs))
     results.close()
     return out
 
