@@ -227,9 +227,7 @@ def store_url(backend: str, request: pytest.FixtureRequest) -> str:
 async def store(store_url: str) -> AsyncIterator[SessionStore]:
     """A store on a fresh migrated database of the test's backend (built by
     :func:`helpers.sql.open_store`, so that tests can read ``:memory:`` too)."""
-    async with sql.open_store(store_url) as s:
-        if store_url == ":memory:":
-            await s.migrate()
+    async with sql.store_on(store_url) as s:
         yield s
 
 

@@ -101,9 +101,7 @@ async def test_a_failed_read_stops_the_export_with_its_error(
         backends.append(_FailingReads(backend))
         return backends[-1]
 
-    async with sql.open_store(store_url, wrap=failing) as store:
-        if store_url == ":memory:":
-            await store.migrate()
+    async with sql.store_on(store_url, wrap=failing) as store:
         sid = await _long_session(store)
         with pytest.raises(DatabaseUnavailableError, match="the server went away"):
             await store.export_all(tmp_path / "out", format="native")

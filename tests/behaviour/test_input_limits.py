@@ -52,9 +52,7 @@ async def _rows(store: SessionStore) -> tuple[Any, ...]:
 @pytest.fixture
 async def small(store_url: str) -> AsyncIterator[SessionStore]:
     """A store on the test's database taking records of up to SMALL bytes."""
-    async with sql.open_store(store_url, max_record_bytes=SMALL) as s:
-        if store_url == ":memory:":
-            await s.migrate()
+    async with sql.store_on(store_url, max_record_bytes=SMALL) as s:
         yield s
 
 

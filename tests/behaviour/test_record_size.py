@@ -18,9 +18,7 @@ LIMIT = 2000
 @pytest.fixture
 async def small(store_url: str) -> AsyncIterator[SessionStore]:
     """A store on the test's database that takes records of up to LIMIT bytes."""
-    async with sql.open_store(store_url, max_record_bytes=LIMIT) as s:
-        if store_url == ":memory:":
-            await s.migrate()
+    async with sql.store_on(store_url, max_record_bytes=LIMIT) as s:
         yield s
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import sql as sqlh
+from helpers.compaction import SECTIONS
 from helpers.overlays import (
     assert_only_grew,
     assistant,
@@ -471,17 +472,7 @@ async def test_s7_14_the_summary_is_structured(store: SessionStore) -> None:
 
     ((system, prompt),) = summarizer.prompts
     assert "Do NOT continue the conversation" in system or "not continue" in system.lower()
-    for section in (
-        "## Goal",
-        "## Constraints & Preferences",
-        "## Progress",
-        "### Done",
-        "### In Progress",
-        "### Blocked",
-        "## Key Decisions",
-        "## Next Steps",
-        "## Critical Context",
-    ):
+    for section in SECTIONS:
         assert section in prompt, section
     (overlay,) = await store.records(sid, kinds=["compaction"])
     assert overlay.compaction is not None

@@ -564,6 +564,11 @@ async def test_the_real_claude_code_session_context(store: SessionStore, tmp_pat
     assert json_lines(out) == json_lines(SPOTTER)
 
 
+def out_result(uuid: str, parent: str, call: str) -> str:
+    """The result ``out <call>`` of the tool call ``call``."""
+    return tool_result(uuid, parent, call, f"out {call}")
+
+
 def split_response_file(path: Path) -> Path:
     """A response written as three lines sharing message.id, its tool results between."""
 
@@ -572,17 +577,14 @@ def split_response_file(path: Path) -> Path:
             uuid, parent, [block], "msg-1", usage={"input_tokens": 7, "output_tokens": 11}
         )
 
-    def result(uuid: str, parent: str, call: str) -> str:
-        return tool_result(uuid, parent, call, f"out {call}")
-
     lines = [
         cc_user("u1", None, "go"),
         part("a1", "u1", {"type": "text", "text": "looking"}),
         part("a2", "a1", tool_use("t1")),
         line(type="progress", uuid="p1", parentUuid="a2", data={}),
-        result("r1", "a2", "t1"),
+        out_result("r1", "a2", "t1"),
         part("a3", "r1", tool_use("t2")),
-        result("r2", "a3", "t2"),
+        out_result("r2", "a3", "t2"),
         cc_assistant("a4", "r2", "done"),
         cc_user("u2", "a4", "thanks"),
     ]
@@ -638,16 +640,13 @@ def rising_usage_file(path: Path) -> Path:
         usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": output}
         return assistant(uuid, parent, [block], msg, usage=usage)
 
-    def result(uuid: str, parent: str, call: str) -> str:
-        return tool_result(uuid, parent, call, f"out {call}")
-
     lines = [
         cc_user("u1", None, "go"),
         part("a1", "u1", {"type": "text", "text": "looking"}, 4, "msg-1"),
         part("a2", "a1", tool_use("t1"), 4, "msg-1"),
-        result("r1", "a2", "t1"),
+        out_result("r1", "a2", "t1"),
         part("a3", "r1", tool_use("t2"), 90, "msg-1"),
-        result("r2", "a3", "t2"),
+        out_result("r2", "a3", "t2"),
         part("a4", "r2", {"type": "text", "text": "done"}, 7, "msg-2"),
     ]
     path.write_text("\n".join(lines) + "\n")

@@ -99,3 +99,17 @@ def tool_pairs_intact(messages: Sequence[Message]) -> bool:
         elif m.role == "toolResult" and m.tool_call_id not in calls:
             return False
     return True
+
+
+#: The headings the spec's summary prompt asks for, in its order.
+SECTIONS = [
+    "## Goal",
+    "## Constraints & Preferences",
+    "## Progress",
+    "### Done",
+    "### In Progress",
+    "### Blocked",
+    "## Key Decisions",
+    "## Next Steps",
+    "## Critical Context",
+]

@@ -98,6 +98,17 @@ async def open_store(
         await store.close()
 
 
+@contextlib.asynccontextmanager
+async def store_on(store_url: str, **options: Any) -> AsyncIterator[SessionStore]:
+    """The ``store`` fixture's store, with ``options`` for :func:`open_store`: a file or
+    server database comes migrated (a copy of the template); ``:memory:`` is migrated
+    here."""
+    async with open_store(store_url, **options) as store:
+        if store_url == ":memory:":
+            await store.migrate()
+        yield store
+
+
 def backend_of(store: SessionStore) -> Backend:
     """The backend of a store :func:`open_store` built (the unwrapped one)."""
     try:

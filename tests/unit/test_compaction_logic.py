@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from helpers.compaction import (
     PI_SESSION,
+    SECTIONS,
     assistant,
     msg,
     pi_messages,
@@ -48,18 +49,6 @@ from sessiondb.compaction import (
 )
 from sessiondb.compaction.files import FileOps, strip_file_ops
 from sessiondb.compaction.prompts import SPLIT_TURN_HEADING, TURN_PREFIX_PROMPT
-
-SECTIONS = [
-    "## Goal",
-    "## Constraints & Preferences",
-    "## Progress",
-    "### Done",
-    "### In Progress",
-    "### Blocked",
-    "## Key Decisions",
-    "## Next Steps",
-    "## Critical Context",
-]
 
 
 def msgs(*data: dict[str, Any]) -> list[Message]:
