@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from helpers import sql
 from helpers.input_tables import not_refused
+from helpers.messages import MISSING_ID, assistant, user
 from sqlalchemy import func, select
 
 from sessiondb import (
@@ -23,16 +24,6 @@ from sessiondb import (
     Usage,
 )
 from sessiondb.tables import records
-
-MISSING_ID = "01J9Z3K7Q8R2V5X4W6Y0A1B2C3"  # well formed, never created
-
-
-def user(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}], **extra}
-
-
-def assistant(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], **extra}
 
 
 def usage(

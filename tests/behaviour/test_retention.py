@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.messages import user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,10 +31,6 @@ from sessiondb.retention import parse_age
 from sessiondb.tables import RECORDS, SESSIONS
 
 MONTH = timedelta(days=30)
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
 async def backdate(store: SessionStore, session_id: str, days: float) -> None:

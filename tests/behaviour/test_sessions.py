@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from helpers import sql
 from helpers.input_tables import not_refused
+from helpers.messages import MISSING_ID, assistant, user
 from sqlalchemy import bindparam, func, select, update
 
 from sessiondb import (
@@ -22,16 +23,6 @@ from sessiondb import (
 )
 from sessiondb.naming import derive_name
 from sessiondb.tables import UTCDateTime, records, sessions
-
-MISSING_ID = "01J9Z3K7Q8R2V5X4W6Y0A1B2C3"  # well formed, never created
-
-
-def user(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}], **extra}
-
-
-def assistant(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], **extra}
 
 
 async def count_rows(store: SessionStore, table: Any, **where: str) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.messages import assistant, user
 from helpers.processes import SPAWN, run_processes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,14 +38,6 @@ from sessiondb.tables import TURNS
 
 TIMEOUT_S = 240
 TURN = re.compile(r"^p(\d+) t(\d+) (q|a)$")
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
-
-
-def assistant(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
 async def turn_rows(store: SessionStore) -> list[Any]:

@@ -1,5 +1,6 @@
-"""Shared by the compaction, tombstone, fork and EXPLAIN tests: message builders and a
-raw view of ``sessiondb_records`` that proves the table only grows."""
+"""Shared by the compaction, tombstone, fork and EXPLAIN tests: the message builders of
+:mod:`helpers.messages`, sessions holding them, and a raw view of ``sessiondb_records``
+that proves the table only grows."""
 
 from __future__ import annotations
 
@@ -7,35 +8,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from helpers import sql
+
+# The message builders, for the tests that take them from here with the overlay helpers.
+from helpers.messages import MISSING_ID as MISSING_ID
+from helpers.messages import assistant as assistant
+from helpers.messages import result as result
+from helpers.messages import user as user
 from sessiondb import Message, SessionStore
 from sessiondb.context import SUMMARY_PREFIX, SUMMARY_SUFFIX
 
-MISSING_ID = "01J9Z3K7Q8R2V5X4W6Y0A1B2C3"  # well formed, never created
-
 RawRows = dict[tuple[str, int], tuple[Any, ...]]
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
-
-
-def assistant(text: str, calls: Sequence[str] = ()) -> dict[str, Any]:
-    """An assistant message with a text block and one toolCall block per call id."""
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    blocks += [
-        {"type": "toolCall", "id": c, "name": "read", "arguments": {"path": c}} for c in calls
-    ]
-    return {"role": "assistant", "content": blocks}
-
-
-def result(call_id: str, text: str | None = None) -> dict[str, Any]:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": "read",
-        "content": [{"type": "text", "text": text or f"result {call_id}"}],
-        "isError": False,
-    }
 
 
 async def session_with(store: SessionStore, messages: list[dict[str, Any]]) -> str:
