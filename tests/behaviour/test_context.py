@@ -12,17 +12,8 @@ from typing import Any
 
 import pytest
 from helpers import sql
-from helpers.overlays import (
-    MISSING_ID,
-    assert_only_grew,
-    assistant,
-    raw_records,
-    result,
-    session_with,
-    summary_text,
-    texts,
-    user,
-)
+from helpers.messages import MISSING_ID, assistant, result, user
+from helpers.overlays import assert_only_grew, raw_records, session_with, summary_text, texts
 
 from sessiondb import (
     Compaction,

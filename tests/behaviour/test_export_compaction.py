@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.overlays import assistant, user
+from helpers.messages import assistant, user
 
 from sessiondb import SessionStore
 

@@ -7,17 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.messages import MISSING_ID, assistant, result, user
 from helpers.overlays import (
-    MISSING_ID,
     assert_only_grew,
-    assistant,
     raw_records,
-    result,
     rows_per_session,
     session_count,
     summary_text,
     texts,
-    user,
 )
 
 from sessiondb import (

@@ -7,7 +7,8 @@ import asyncio
 import json
 
 import pytest
-from helpers.overlays import assistant, raw_records, result, session_with, summary_text, user
+from helpers.messages import assistant, result, user
+from helpers.overlays import raw_records, session_with, summary_text
 
 from sessiondb import InvalidInputError, SessionNotFoundError, SessionStore
 

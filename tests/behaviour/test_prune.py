@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 from helpers.compaction import tool_turn
-from helpers.overlays import (
-    MISSING_ID,
-    assert_only_grew,
-    assistant,
-    raw_records,
-    result,
-    session_with,
-    summary_text,
-    user,
-)
+from helpers.messages import MISSING_ID, assistant, result, user
+from helpers.overlays import assert_only_grew, raw_records, session_with, summary_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

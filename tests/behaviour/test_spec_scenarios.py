@@ -19,15 +19,8 @@ from typing import Any
 import pytest
 from helpers import sql as sqlh
 from helpers.compaction import SECTIONS
-from helpers.overlays import (
-    assert_only_grew,
-    assistant,
-    raw_records,
-    result,
-    session_with,
-    texts,
-    user,
-)
+from helpers.messages import assistant, result, user
+from helpers.overlays import assert_only_grew, raw_records, session_with, texts
 from sqlalchemy.engine import make_url
 
 from sessiondb import (

@@ -1,6 +1,6 @@
-"""Shared by the compaction, tombstone, fork and EXPLAIN tests: the message builders of
-:mod:`helpers.messages`, sessions holding them, and a raw view of ``sessiondb_records``
-that proves the table only grows."""
+"""Shared by the compaction, tombstone, fork and EXPLAIN tests: sessions holding messages
+(:mod:`helpers.messages` builds them), and a raw view of ``sessiondb_records`` that
+proves the table only grows."""
 
 from __future__ import annotations
 
@@ -8,12 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from helpers import sql
-
-# The message builders, for the tests that take them from here with the overlay helpers.
-from helpers.messages import MISSING_ID as MISSING_ID
-from helpers.messages import assistant as assistant
-from helpers.messages import result as result
-from helpers.messages import user as user
 from sessiondb import Message, SessionStore
 from sessiondb.context import SUMMARY_PREFIX, SUMMARY_SUFFIX
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from helpers import sql
-from helpers.overlays import assistant, result, summary_text, user
+from helpers.messages import assistant, result, user
+from helpers.overlays import summary_text
 
 from sessiondb import SessionStore
 from sessiondb import statements as q
