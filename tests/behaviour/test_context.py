@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from helpers import sql
-from helpers.messages import MISSING_ID, assistant, result, user
+from helpers.messages import MISSING_ID, assistant, result, two_calls, user
 from helpers.overlays import assert_only_grew, raw_records, session_with, summary_text, texts
 
 from sessiondb import (
@@ -147,7 +147,7 @@ async def test_compaction_may_keep_from_the_first_message(store: SessionStore) -
 async def test_compaction_may_cut_before_a_call_or_after_its_results(store: SessionStore) -> None:
     sid = await session_with(
         store,
-        [user("q"), assistant("call", ["A", "B"]), result("A"), result("B"), assistant("done")],
+        [*two_calls(), assistant("done")],
     )
     await store.append_compaction(sid, summary="before call", first_kept_seq=2)
     assert texts(await store.context(sid)) == [
@@ -198,10 +198,7 @@ async def _refusal_fixture(store: SessionStore) -> str:
     sid = await session_with(
         store,
         [
-            user("q"),
-            assistant("call", ["A", "B"]),
-            result("A"),
-            result("B"),
+            *two_calls(),
             assistant("answer"),
             user("q2"),
         ],
@@ -242,7 +239,7 @@ async def test_compaction_refuses_to_split_a_tool_pair(
 ) -> None:
     sid = await session_with(
         store,
-        [user("q"), assistant("call", ["A", "B"]), result("A"), result("B"), assistant("done")],
+        [*two_calls(), assistant("done")],
     )
     before = await raw_records(store)
     with pytest.raises(InvalidInputError, match="separate a tool call from its result"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers.messages import MISSING_ID, assistant, result, user
+from helpers.messages import MISSING_ID, assistant, result, two_calls, user
 from helpers.overlays import (
     assert_only_grew,
     raw_records,
@@ -405,10 +405,7 @@ async def _pair_session(store: SessionStore) -> str:
     return await _session_with(
         store,
         [
-            user("q"),
-            assistant("call", ["A", "B"]),
-            result("A"),
-            result("B"),
+            *two_calls(),
             assistant("done"),
             user("q2"),
         ],

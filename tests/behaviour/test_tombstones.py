@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import sql
-from helpers.messages import MISSING_ID, assistant, result, user
+from helpers.messages import MISSING_ID, assistant, result, two_calls, user
 from helpers.overlays import assert_only_grew, raw_records, session_with, summary_text, texts
 
 from sessiondb import (
@@ -87,10 +87,7 @@ async def test_tombstoning_an_assistant_takes_its_tool_results(store: SessionSto
     sid = await session_with(
         store,
         [
-            user("q"),
-            assistant("call", ["A", "B"]),
-            result("A"),
-            result("B"),
+            *two_calls(),
             assistant("again", ["C"]),
             result("C"),
             assistant("done"),
@@ -114,10 +111,7 @@ async def test_tombstoning_a_tool_result_takes_its_call_and_siblings(
     sid = await session_with(
         store,
         [
-            user("q"),
-            assistant("call", ["A", "B"]),
-            result("A"),
-            result("B"),
+            *two_calls(),
             assistant("again", ["C"]),
             result("C"),
         ],

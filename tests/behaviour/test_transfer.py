@@ -592,6 +592,16 @@ def split_response_file(path: Path) -> Path:
     return path
 
 
+#: The context of the split-response files: one assistant message for the three lines.
+MERGED_SHAPE = [
+    ("user", ["go"]),
+    ("assistant", ["looking", "t1", "t2"]),
+    ("toolResult", ["out t1"]),
+    ("toolResult", ["out t2"]),
+    ("assistant", ["done"]),
+]
+
+
 def shape(context: list[Any]) -> list[tuple[str, list[str]]]:
     """Each message as (role, [block text or call id]) for comparisons."""
     return [
@@ -612,14 +622,7 @@ async def test_a_split_response_is_one_message_in_the_context(
     messages = await store.records(sid, kinds=["message"])
     assert len(messages) == 8  # each line stays one record: nothing merged in storage
     context = await store.context(sid)
-    assert shape(context) == [
-        ("user", ["go"]),
-        ("assistant", ["looking", "t1", "t2"]),
-        ("toolResult", ["out t1"]),
-        ("toolResult", ["out t2"]),
-        ("assistant", ["done"]),
-        ("user", ["thanks"]),
-    ]
+    assert shape(context) == [*MERGED_SHAPE, ("user", ["thanks"])]
     merged = context[1]
     assert merged.uuid == "a1" and (merged.model_extra or {}).get("responseId") == "msg-1"
     assert merged.usage is not None and (merged.usage.input, merged.usage.output) == (7, 11)
@@ -659,13 +662,7 @@ async def test_a_split_response_counts_its_last_usage_once(
     path = rising_usage_file(tmp_path / "rising.jsonl")
     (sid,) = (await import_path(store, path)).session_ids
     context = await store.context(sid)
-    assert shape(context) == [
-        ("user", ["go"]),
-        ("assistant", ["looking", "t1", "t2"]),
-        ("toolResult", ["out t1"]),
-        ("toolResult", ["out t2"]),
-        ("assistant", ["done"]),
-    ]
+    assert shape(context) == MERGED_SHAPE
     merged = context[1]
     assert merged.usage is not None
     assert (merged.usage.input, merged.usage.output, merged.usage.cache_read) == (5, 90, 100)

@@ -32,3 +32,9 @@ def result(call_id: str, text: str | None = None) -> dict[str, Any]:
         "content": [{"type": "text", "text": text or f"result {call_id}"}],
         "isError": False,
     }
+
+
+def two_calls() -> list[dict[str, Any]]:
+    """A question (seq 1), an assistant calling ``A`` and ``B`` (2) and both results (3, 4):
+    the start of the sessions that test how tool pairs hold together."""
+    return [user("q"), assistant("call", ["A", "B"]), result("A"), result("B")]

@@ -6,11 +6,10 @@ import asyncio
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.processes import run_python
 
 from sessiondb import SessionStore
 from sessiondb.cli import build_parser, main
@@ -142,39 +141,15 @@ def test_errors_exit_non_zero_with_the_cause(
 def test_python_dash_m_uses_sessiondb_url(tmp_path: Path) -> None:
     db = tmp_path / "env.sqlite3"
     env = {**os.environ, "SESSIONDB_URL": str(db)}
-    done = subprocess.run(
-        [sys.executable, "-m", "sessiondb", "migrate"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    run_python("-m", "sessiondb", "migrate", env=env, cwd=tmp_path)
     assert db.exists()
-    done = subprocess.run(
-        [sys.executable, "-m", "sessiondb", "sessions", "list", "--json"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python("-m", "sessiondb", "sessions", "list", "--json", env=env, cwd=tmp_path)
     assert json.loads(done.stdout)["items"] == []
 
 
 def test_quickstart_runs_on_the_default_sqlite_file(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "SESSIONDB_URL"}
-    done = subprocess.run(
-        [sys.executable, "-m", "sessiondb.quickstart"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python("-m", "sessiondb.quickstart", env=env, cwd=tmp_path)
     assert (tmp_path / "sessiondb.sqlite3").exists()
     assert "toolResult: Buy milk. / Call Ada about the demo." in done.stdout
     assert "read({'path': 'notes.txt'})" in done.stdout

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
+
+from helpers.processes import run_python
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,13 +26,7 @@ asyncio.run(main())
 
 
 def test_wheel_ships_migrations_and_migrates_without_the_repo(tmp_path: Path) -> None:
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert built.returncode == 0, built.stderr
+    run_python("-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO), timeout=300)
     (wheel,) = tmp_path.glob("sessiondb-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "sessiondb/_migrations/env.py" in names
@@ -50,15 +44,7 @@ def test_wheel_ships_migrations_and_migrates_without_the_repo(tmp_path: Path) ->
     elsewhere.mkdir()
     db = elsewhere / "wheel.sqlite3"
     env = {**os.environ, "PYTHONPATH": str(site)}
-    done = subprocess.run(
-        [sys.executable, "-c", MIGRATE, str(db)],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python("-c", MIGRATE, str(db), cwd=elsewhere, env=env)
     assert done.stdout.strip().startswith(str(site))  # the wheel's copy, not the checkout
     tables = {
         row[0]
