@@ -87,16 +87,15 @@ def test_known_block_with_extra_fields_keeps_them() -> None:
 
 
 def test_aliases_and_snake_case_names() -> None:
-    by_alias = Message.model_validate(
-        {
-            "role": "toolResult",
-            "content": [],
-            "toolCallId": "c",
-            "toolName": "t",
-            "isError": True,
-            "parentUuid": "p",
-        }
-    )
+    wire = {
+        "role": "toolResult",
+        "content": [],
+        "toolCallId": "c",
+        "toolName": "t",
+        "isError": True,
+        "parentUuid": "p",
+    }
+    by_alias = Message.model_validate(dict(wire))
     by_name = Message(
         role="toolResult",
         content=[],
@@ -107,14 +106,7 @@ def test_aliases_and_snake_case_names() -> None:
     )
     assert by_alias == by_name
     assert by_alias.tool_call_id == "c" and by_alias.is_error is True
-    assert by_name.to_wire() == {
-        "role": "toolResult",
-        "content": [],
-        "toolCallId": "c",
-        "toolName": "t",
-        "isError": True,
-        "parentUuid": "p",
-    }
+    assert by_name.to_wire() == wire
 
 
 def test_only_set_fields_are_written_and_an_explicit_null_is_kept() -> None:
