@@ -29,7 +29,7 @@ from sqlalchemy.engine import URL, make_url
 
 from sessiondb import SessionStore, _compose
 
-#: The compose database's URL, as the tests use it (``tests/test_compose.py``).
+#: The compose database's URL, as the tests use it (``tests/ops/test_compose.py``).
 COMPOSE_URL = _compose.URL
 
 # The behavioural suite runs on each; a test that opens the database by URL (several

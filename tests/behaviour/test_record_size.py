@@ -94,7 +94,7 @@ async def test_import_path_names_the_line_over_the_limit(
     assert not report.ok
     (failure,) = report.failures
     # A native file's seqs leave no room for a hole: the session fails (another
-    # format's file skips the line and reports it: tests/test_import_hostile.py).
+    # format's file skips the line and reports it: tests/behaviour/test_import_hostile.py).
     assert str(failure).startswith(f"{session_file}:{number}: the line is ")
     assert f"over {LIMIT} bytes, the store's max_record_bytes" in str(failure)
     assert await _rows(small) == before

@@ -1,7 +1,7 @@
 """Retention (``store.prune`` and ``sessiondb prune``): idle sessions go whole, a fork's
 lineage stays, a dry run writes nothing, the namespace is honoured, work goes in batches.
 
-Not the prune overlay (``append_prune``, ``tests/test_prune.py``).
+Not the prune overlay (``append_prune``, ``tests/behaviour/test_prune.py``).
 """
 
 from __future__ import annotations

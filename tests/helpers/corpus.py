@@ -5,7 +5,7 @@ touches it at import: a test that needs it is marked ``corpus`` (checked before 
 runs, by ``tests/conftest.py``) or asks for a file with :func:`corpus_file`. Without the
 corpus such a test is skipped with the reason; ``SESSIONDB_REQUIRE_CORPUS=1`` turns that
 skip into a failure (CI sets it). Every format also has generated fixtures, so a bare
-clone still tests each reader and writer (``tests/test_formats_generated.py``).
+clone still tests each reader and writer (``tests/behaviour/test_formats_generated.py``).
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ async def test_a_transaction_cancelled_during_begin_leaves_no_write_lock(tmp_pat
     # A task cancelled while its BEGIN IMMEDIATE runs on the writer thread (waiting for
     # another process's write lock): the BEGIN completes there after the cancel, so its
     # rollback must be queued behind it. Found by cancelling a turn waiter
-    # (tests/test_turns.py): the writer connection was left inside a transaction, holding
+    # (tests/behaviour/test_turns.py): the writer connection was left inside a transaction, holding
     # the database's write lock, and its next unit failed.
     path = tmp_path / "cancel.sqlite3"
     store, backend = await _store_and_backend(path)
