@@ -22,7 +22,6 @@ from helpers.messages import assistant, user
 from helpers.processes import SPAWN, run_processes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ops.test_pgbouncer import pgbouncer  # noqa: F401  (the fixture)
 
 from sessiondb import (
     InvalidInputError,
@@ -324,7 +323,7 @@ async def test_cancelling_a_waiter_leaves_no_row(store: SessionStore) -> None:
 
 
 async def test_turns_through_pgbouncer_pin_no_server_connection(
-    pgbouncer: str,  # noqa: F811
+    pgbouncer: str,
 ) -> None:
     # 8 stores, 2 server connections: waiting for a turn, or holding one, keeps none.
     async with SessionStore.open(pgbouncer) as first:

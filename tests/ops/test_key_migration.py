@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from helpers import sql
 from helpers.messages import assistant, result, user
-from helpers.migrations import insert_old_session, old_sessions
+from helpers.migrations import insert_old_session, old_sessions, schema_state
 from helpers.overlays import raw_records, session_with
-from test_migrations import schema_state
 
 from sessiondb import SessionDBError, SessionNotFoundError, SessionStore
 from sessiondb import migrate as migrations

@@ -14,61 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from helpers import sql
-from sqlalchemy import inspect, text
+from helpers.migrations import head_revision, schema_state
+from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from sessiondb import SessionDBError, SessionStore
 from sessiondb import migrate as migrations
 from sessiondb.config import ENV_URL
-from sessiondb.tables import RECORDS, SESSIONS, TURNS, VERSION_TABLE, metadata
+from sessiondb.tables import RECORDS, SESSIONS, TURNS, VERSION_TABLE
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def head_revision() -> str:
-    head = ScriptDirectory.from_config(migrations.alembic_config()).get_current_head()
-    assert head is not None
-    return head
-
-
-def _diff(conn: Connection) -> list[Any]:
-    context = MigrationContext.configure(
-        conn,
-        opts={
-            "compare_type": True,
-            "compare_server_default": True,
-            "version_table": VERSION_TABLE,
-        },
-    )
-    return list(compare_metadata(context, metadata))
-
-
-def _tables(conn: Connection) -> set[str]:
-    return set(inspect(conn).get_table_names())
 
 
 def _indexes(conn: Connection) -> dict[str, set[str]]:
     found = inspect(conn)
     return {t: {i["name"] for i in found.get_indexes(t)} for t in (SESSIONS, RECORDS)}
-
-
-async def schema_state(url: str) -> tuple[set[str], list[Any], list[str]]:
-    """(tables, the autogenerate diff against the models, version rows)."""
-
-    def state(conn: Connection) -> tuple[set[str], list[Any], list[str]]:
-        tables = _tables(conn)
-        versions: list[str] = []
-        if VERSION_TABLE in tables:
-            result = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
-            versions = [row[0] for row in result]
-        return tables, _diff(conn), versions
-
-    async with SessionStore.open(url) as store:
-        return await sql.run_sync(store, state)
 
 
 async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: str) -> None:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 from helpers import sql
 from helpers.messages import assistant, result, user
-from helpers.migrations import insert_old_session
+from helpers.migrations import head_revision, insert_old_session, schema_state
 from helpers.overlays import raw_records, session_with
-from test_migrations import head_revision, schema_state
 
 from sessiondb import SessionDBError, SessionStore
 from sessiondb import migrate as migrations
