@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sql_helpers
-from corpus_helpers import need_corpus
+from helpers import sql
+from helpers.corpus import need_corpus
+from helpers.pgbouncer import pgbouncer  # noqa: F401  (a fixture, offered to every test)
 from sqlalchemy.engine import URL, make_url
 
 from sessiondb import SessionStore, _compose
 
-#: The compose database's URL, as the tests use it (``tests/test_compose.py``).
+#: The compose database's URL, as the tests use it (``tests/ops/test_compose.py``).
 COMPOSE_URL = _compose.URL
 
 # The behavioural suite runs on each; a test that opens the database by URL (several
@@ -226,10 +227,8 @@ def store_url(backend: str, request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[SessionStore]:
     """A store on a fresh migrated database of the test's backend (built by
-    :func:`sql_helpers.open_store`, so that tests can read ``:memory:`` too)."""
-    async with sql_helpers.open_store(store_url) as s:
-        if store_url == ":memory:":
-            await s.migrate()
+    :func:`helpers.sql.open_store`, so that tests can read ``:memory:`` too)."""
+    async with sql.store_on(store_url) as s:
         yield s
 
 
