@@ -1,7 +1,7 @@
 """The Postgres that ``docker compose up -d --wait`` starts (``docker-compose.yml``).
 
 The one place the tests (``tests/conftest.py``) and the benchmark (``bench``) take its
-address from; ``tests/test_compose.py`` checks that the compose file declares the same
+address from; ``tests/ops/test_compose.py`` checks that the compose file declares the same
 port and credentials. Development tooling only: nothing in the library reads it.
 """
 

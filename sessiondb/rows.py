@@ -86,7 +86,7 @@ def message_record(
 
     ``model``: also build the :class:`Message` a read will give (the append returns it);
     the bulk path, which returns ids, relies on the wire checks alone (they accept only
-    what the model reads back, which ``tests/test_read_back.py`` fuzzes).
+    what the model reads back, which ``tests/behaviour/test_read_back.py`` fuzzes).
     """
     # Checked, and a string content made one text block (S7.12); the rest as given.
     wire = wire_message(item, f"message {index}", checked=checked)

@@ -1,4 +1,4 @@
-# Over 700 lines (at most 800, which tests/test_house.py holds it to): the code is one
+# Over 700 lines (at most 800, which tests/unit/test_house.py holds it to): the code is one
 # short call per method, and the rest is each public method's docstring, the API
 # reference that help() and the generated docs show.
 """The front door: :class:`SessionStore` validates, plans, makes one backend call and

@@ -1,5 +1,5 @@
 """Table definitions. The Alembic migrations in ``migrations/`` create exactly these;
-``tests/test_migrations.py`` proves it.
+``tests/ops/test_migrations.py`` proves it.
 
 Both tables lead with the session id and every hot query filters on it, so the schema
 can be hash-partitioned or distributed by session id without a redesign.

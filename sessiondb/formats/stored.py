@@ -17,7 +17,7 @@ class StoredRecord:
     ``data`` is what the record's model would give with ``to_wire()`` (the message, the
     compaction, …, or the entry's object). Built from a row, a message is its stored
     JSON as parsed: the wire checks made it a value the model reads back unchanged
-    (``tests/test_read_back.py``), so export skips the model (about half its time).
+    (``tests/behaviour/test_read_back.py``), so export skips the model (about half its time).
     A row's payload is parsed, and its timestamp converted, only when a writer asks.
     """
 
