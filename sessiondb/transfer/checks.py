@@ -154,7 +154,7 @@ class SessionRows:
         self.chars += chars
         return rows
 
-    def session_row(self) -> tuple[Any, ...]:
+    def table_row(self) -> tuple[Any, ...]:
         """The session's row in table order.
 
         Raises:
@@ -200,7 +200,7 @@ class SessionRows:
         return Prepared(
             key=self.session.key,
             path=self.session.path,
-            session_row=self.session_row(),
+            session_row=self.table_row(),
             record_rows=rows,
             chars=self.chars,
             last_seq=self.last_seq,

@@ -506,12 +506,12 @@ class _Importer:
             # the transaction cannot run again; a retryable failure reaches the caller.
             async with self.core.backend.transaction() as tx:
                 # The records need the session row; its final values come at the end.
-                await tx.insert(sessions, [rows.session_row()])
+                await tx.insert(sessions, [rows.table_row()])
                 chunk = rows.first
                 while chunk:
                     await tx.insert(records, chunk)
                     chunk = [] if rows.done else rows.chunk(STREAM_RECORDS, STREAM_CHARS)
-                final = dict(zip(q.SESSION_COLUMN_NAMES, rows.session_row(), strict=True))
+                final = dict(zip(q.SESSION_COLUMN_NAMES, rows.table_row(), strict=True))
                 params = {f"v_{c}": v for c, v in final.items() if c != "id"}
                 await tx.fetch((q.update_session_row(), {"id_": session_id, **params}))
         except (IntegrityViolation, InvalidInputError) as exc:
