@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -119,6 +120,10 @@ class Core:
         # False once a read found no turns table (code ahead of ``migrate`` in a rolling
         # upgrade), until the next migrate.
         self.turns_table = True
+        # The event loop the store's connections belong to (asyncpg's pool is tied to
+        # one), once an adapter that is called from other threads has decided it.
+        self.home_loop: asyncio.AbstractEventLoop | None = None
+        self.home_lock = threading.Lock()
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -322,7 +321,7 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         self._lock = threading.Lock()
         if self._store is not None:
             with contextlib.suppress(RuntimeError):
-                _home_of(self._store, asyncio.get_running_loop())
+                home_of(self._store, asyncio.get_running_loop())
 
     @property
     def session_id(self) -> str | None:
@@ -456,11 +455,11 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
     # -- where the operations run ---------------------------------------------------
 
     def _home_loop(self, current: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
-        """The loop the store belongs to (see :func:`_home_of`); for a URL, the history's
+        """The loop the store belongs to (see :func:`home_of`); for a URL, the history's
         own loop thread, with the store opened on it."""
         if self._url is None:
             assert self._store is not None
-            return _home_of(self._store, current)
+            return home_of(self._store, current)
         with self._lock:
             if self._runner is None:
                 self._runner = _LoopThread()
@@ -493,26 +492,24 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         return await operation(store)
 
 
-# A store's connections belong to the event loop they were opened on (asyncpg's pool
-# does), so every history on one store runs its calls on one loop: the running loop the
-# first history was built in or first called from, else a loop thread kept for the
-# store (an idle daemon thread; it ends with the process).
-_HOMES: weakref.WeakKeyDictionary[SessionStore, asyncio.AbstractEventLoop] = (
-    weakref.WeakKeyDictionary()
-)
-_HOMES_LOCK = threading.Lock()
-
-
-def _home_of(
+def home_of(
     store: SessionStore, current: asyncio.AbstractEventLoop | None
 ) -> asyncio.AbstractEventLoop:
     """The loop ``store`` belongs to, deciding it on first use: ``current`` if a loop is
-    running, else a new loop thread."""
-    with _HOMES_LOCK:
-        home = _HOMES.get(store)
+    running, else a new loop thread.
+
+    A store's connections belong to the event loop they were opened on (asyncpg's pool
+    does), so every history on one store runs its calls on one loop: the running loop
+    the first history was built in or first called from, else a loop thread kept for
+    the store (an idle daemon thread; it ends with the process). The choice is the
+    store's own state (``store.core.home_loop``).
+    """
+    core = store.core
+    with core.home_lock:
+        home = core.home_loop
         if home is None or home.is_closed():
             home = current if current is not None else _LoopThread().loop
-            _HOMES[store] = home
+            core.home_loop = home
         return home
 
 

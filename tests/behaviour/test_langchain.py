@@ -32,7 +32,7 @@ from sessiondb.formats.openai_chat import to_openai_chat
 from sessiondb.integrations.langchain import (
     SessionDBChatMessageHistory,
     SyncCallInLoopError,
-    _home_of,
+    home_of,
     message_from_wire,
     message_to_wire,
 )
@@ -380,5 +380,5 @@ def test_a_sync_program_shares_one_store_between_histories(db_url: str) -> None:
         assert SessionDBChatMessageHistory("b", store).messages == [HumanMessage("to b")]
         assert asyncio.run(second.aget_messages()) == [HumanMessage("to b")]
     finally:
-        home = _home_of(store, None)
+        home = home_of(store, None)
         asyncio.run_coroutine_threadsafe(store.close(), home).result()

@@ -49,9 +49,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("test_compose.py", "conftest._find_postgres"): "tests the suite's Postgres discovery",
     ("test_compose.py", "setattr conftest._can_connect"): "tests the suite's Postgres discovery",
     # Unit tests of private helpers, whose public paths reach them only in part.
-    ("test_langchain.py", "import sessiondb.integrations.langchain._home_of"): (
-        "the loop a store belongs to, to close it from another thread"
-    ),
     ("test_secrets.py", "import sessiondb.cli._without_secrets"): (
         "the CLI's password masking on messages no driver error gives"
     ),
