@@ -198,15 +198,19 @@ class Settings:
             value = options.get(name)
             if value is not None and not isinstance(value, Mapping):
                 raise ConfigurationError(f"{name} must be a dict, got {type(value).__name__}")
+        # Options not given keep ConnectOptions' and Settings' own defaults.
+        passed: dict[str, Any] = dict(options)
+        given = {
+            k: passed[k]
+            for k in ("connect_timeout", "pool_min_size", "pool_max_size", "ssl")
+            if k in passed
+        }
         connect = ConnectOptions(
-            connect_timeout=options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
-            pool_min_size=options.get("pool_min_size", 0),
-            pool_max_size=options.get("pool_max_size", DEFAULT_POOL_MAX_SIZE),
+            **given,
             server_settings=dict(options.get("server_settings") or {}),
-            ssl=options.get("ssl"),
             connect_args=dict(options.get("connect_args") or {}),
         )
-        max_bytes = options.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
+        max_bytes = passed.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
         return cls.from_env(url, namespace, connect, max_bytes)
 
     @property
