@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, event, func, inspect, select
+from sqlalchemy import String, event, inspect, select
 from sqlalchemy.ext.asyncio import AsyncAttrs
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import (
@@ -119,14 +119,23 @@ class SessionRow(Base):
     @classmethod
     def metadata_field(cls, name: str) -> ColumnElement[str]:
         """A SQL expression for one top-level field of the session's metadata, as text
-        (``json_extract`` on SQLite, ``->>`` on Postgres), to filter or join on:
-        ``select(User).join(SessionRow, SessionRow.metadata_field("user_id") ==
-        User.id_text)``. Numbers and booleans come back as SQLite and Postgres write them
-        (``1`` against ``true``): compare string fields, or cast.
+        (``json_each`` on SQLite, ``->>`` on Postgres), to filter or join on:
+        ``select(User).join(SessionRow, SessionRow.metadata_field("user_id") == User.id)``.
+        ``NULL`` where the field is missing or JSON ``null``. Strings compare exactly;
+        numbers come back as text (``"7"``), booleans as each database writes them
+        (``1`` on SQLite, ``true`` on Postgres). Works on an ``aliased(SessionRow)`` too.
+
+        Raises:
+            InvalidInputError: ``name`` is not a string, or holds NUL or a lone surrogate
+                (neither database can compare it).
         """
         if not isinstance(name, str):
             raise InvalidInputError(f"metadata_field: name must be a string, not {brief(name)}")
-        return MetadataField(tables.sessions.c.metadata_json, name)
+        if "\x00" in name or any("\ud800" <= c <= "\udfff" for c in name):
+            raise InvalidInputError(
+                f"metadata_field: name {brief(name)} holds NUL or a lone surrogate"
+            )
+        return MetadataField(cls.metadata_json, name)
 
     def info(self) -> SessionInfo:
         """The row as the :class:`~sessiondb.SessionInfo` that ``SessionStore.get_session``
@@ -230,10 +239,13 @@ class MetadataField(FunctionElement[str]):
 @compiles(MetadataField, "sqlite")
 def _sqlite_field(element: MetadataField, compiler: SQLCompiler, **kw: Any) -> str:
     column, field = element.clauses
-    # '$."name"': the quoted key takes dots, spaces and brackets literally.
-    path = compiler.process(func.json_quote(field), **kw)
-    # As text, like Postgres's ->>: json_extract gives a number as a number.
-    return f"CAST(json_extract({compiler.process(column, **kw)}, '$.' || {path}) AS TEXT)"
+    # json_each, not a json_extract path: a path cannot spell every key (SQLite reads a
+    # quoted label up to the next '"'). CAST: json_each gives a number as a number.
+    return (
+        "(SELECT CAST(sessiondb_field.value AS TEXT) "
+        f"FROM json_each({compiler.process(column, **kw)}) AS sessiondb_field "
+        f"WHERE sessiondb_field.key = {compiler.process(field, **kw)})"
+    )
 
 
 @compiles(MetadataField, "postgresql")
@@ -274,7 +286,7 @@ _MAPPED = (SessionRow, RecordRow, TurnRow)
 _OWN_RELATIONSHIPS = frozenset(("records", "parent", "forks", "turns", "session"))
 
 
-def refusal(
+def _refusal(
     cls: type[Base], action: str, row: object = None, changed: Iterable[str] = ()
 ) -> ReadOnlyError:
     """The error for ``action`` (``add``, ``change`` or ``delete``) on a row of ``cls``:
@@ -289,7 +301,7 @@ def refusal(
     )
 
 
-def changed_attributes(row: Base) -> list[str]:
+def _changed_attributes(row: Base) -> list[str]:
     """The attributes of ``row`` whose change a flush would write to sessiondb's tables:
     its columns and sessiondb's own relationships (a relationship a service added to the
     class is left to the service). Nothing is loaded to find out."""
@@ -309,13 +321,13 @@ def _mapped(objects: Iterable[object]) -> list[Base]:
 @event.listens_for(Session, "before_flush")
 def _refuse_flush(session: Session, flush_context: UOWTransaction, instances: object) -> None:
     for obj in _mapped(session.new):
-        raise refusal(type(obj), "add", obj)
+        raise _refusal(type(obj), "add", obj)
     for obj in _mapped(session.deleted):
-        raise refusal(type(obj), "delete", obj)
+        raise _refusal(type(obj), "delete", obj)
     for obj in _mapped(session.dirty):
-        changed = changed_attributes(obj)
+        changed = _changed_attributes(obj)
         if changed:
-            raise refusal(type(obj), "change", obj, changed)
+            raise _refusal(type(obj), "change", obj, changed)
 
 
 @event.listens_for(Session, "do_orm_execute")
@@ -325,4 +337,4 @@ def _refuse_statement(state: ORMExecuteState) -> None:
     for mapper in state.all_mappers:
         if mapper.class_ in _MAPPED:
             action = "add" if state.is_insert else "change" if state.is_update else "delete"
-            raise refusal(mapper.class_, action)
+            raise _refusal(mapper.class_, action)
