@@ -13,7 +13,9 @@ rows), so a flush that would add, change or delete one of them raises
 :class:`~sessiondb.errors.ReadOnlyError` naming the :class:`~sessiondb.SessionStore`
 method to use, before any SQL is sent; so does an ORM ``insert``/``update``/``delete``
 statement aimed at them. Importing this module installs that guard (two
-``sqlalchemy.orm.Session`` events, which look only at these classes).
+``sqlalchemy.orm.Session`` events, which look only at these classes). SQLAlchemy's legacy
+``Session.bulk_*_mappings``/``bulk_save_objects`` fire no events and Core statements on
+:mod:`sessiondb.tables` are not the ORM's: neither is guarded, so do not write with them.
 
 Rows are raw: ``records`` holds every stored row of the session (tombstones, tombstoned
 messages, compactions and what they supersede), and a fork's inherited records belong to
