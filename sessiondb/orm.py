@@ -147,7 +147,7 @@ class SessionRow(Base):
         return rows.session_info(values)
 
     def __repr__(self) -> str:
-        return f"SessionRow(id={self.id!r}, namespace={self.namespace!r}, name={self.name!r})"
+        return f"SessionRow(id={self.id!r}, namespace={self.namespace!r}, name={brief(self.name)})"
 
 
 class RecordRow(Base):
@@ -294,13 +294,23 @@ def _refusal(
     """The error for ``action`` (``add``, ``change`` or ``delete``) on a row of ``cls``:
     of ``row`` in a flush, else by an ORM statement; ``changed`` names the attributes."""
     what = f" {', '.join(sorted(changed))} of" if changed else ""
-    target = repr(row) if row is not None else cls.__name__
+    target = _describe(row) if isinstance(row, Base) else cls.__name__
     how = "flushing a SQLAlchemy session" if row is not None else "an ORM statement"
     return ReadOnlyError(
         f"sessiondb.orm is read-only: cannot {action}{what} {target} by {how}; "
         f"use {_INSTEAD[cls, action]}. Nothing was written; expunge the object or roll the "
         "session back."
     )
+
+
+def _describe(row: Base) -> str:
+    """``SessionRow(id='…')``: the row's primary key, read without loading anything (an
+    expired row's from its identity)."""
+    state = inspect(row)
+    keys = [state.mapper.get_property_by_column(c).key for c in state.mapper.primary_key]
+    values = state.identity or tuple(state.dict.get(k) for k in keys)
+    shown = ", ".join(f"{k}={brief(v)}" for k, v in zip(keys, values, strict=True))
+    return f"{type(row).__name__}({shown})"
 
 
 def _changed_attributes(row: Base) -> list[str]:

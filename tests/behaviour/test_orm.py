@@ -446,19 +446,27 @@ async def test_unchanged_rows_and_the_services_own_writes_flush(
     sid = (await store.create_session(name="kept", key="chat-1")).id
     before = await snapshot(store)
 
-    def service(db: Session) -> list[str]:
+    def service(db: Session) -> list[tuple[str, list[str]]]:
         ServiceBase.metadata.create_all(db.connection())
         row = db.get(SessionRow, sid)
         assert row is not None
         row.name = "kept"  # set to what it was: no change to write
         _ = row.records, row.forks, row.parent  # loaded, not changed
-        db.add(User(id="u1", name="Ada", chat_key=row.key))
+        db.add_all([User(id="u1", name="Ada", chat_key=row.key), User(id="u2", name="Bob")])
         db.commit()
-        return [s.id for s in db.scalars(select(User)).one().sessions]
+        # The service's own ORM statements may read sessiondb's rows.
+        db.execute(
+            update(User)
+            .where(User.chat_key.in_(select(SessionRow.key).where(SessionRow.key.is_not(None))))
+            .values(name="Ada (has a chat)")
+        )
+        db.commit()
+        users = db.scalars(select(User).order_by(User.id)).all()
+        return [(u.name, [s.id for s in u.sessions]) for u in users]
 
-    assert await with_orm(db_url, service) == [sid]
+    assert await with_orm(db_url, service) == [("Ada (has a chat)", [sid]), ("Bob", [])]
     assert await snapshot(store) == before
-    assert await sqlh.count(store, "users") == 1
+    assert await sqlh.count(store, "users") == 2
 
 
 @pytest.mark.postgres_only
