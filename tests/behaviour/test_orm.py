@@ -665,13 +665,16 @@ async def test_a_services_autogenerate_leaves_sessiondb_alone(
     assert ops == ONLY_USERS
     tables = await with_connection(db_url, lambda c: upgrade_and_check(migrated, c))
     assert tables == {SESSIONS, RECORDS, TURNS, VERSION_TABLE, "users", "alembic_version"}
+    # The control: unfiltered, the same service would drop sessiondb's version table.
+    unfiltered = await with_connection(db_url, lambda c: autogenerate(migrated, c, "x1", False))
+    assert f"op.drop_table('{VERSION_TABLE}')" in unfiltered
 
     # On a database sessiondb has not migrated yet: nothing of sessiondb's is created
     # either; without the filter the service would create sessiondb's tables itself.
     fresh = service_env(tmp_path / "fresh")
     ops = await with_connection(empty_db_url, lambda c: autogenerate(fresh, c, "f1", True))
     assert ops == ONLY_USERS
-    control = service_env(tmp_path / "control")
+    control = service_env(tmp_path / "fresh-control")
     unfiltered = await with_connection(
         empty_db_url, lambda c: autogenerate(control, c, "c1", False)
     )
