@@ -215,3 +215,7 @@ class CompactionError(SessionDBError):
 
 class SummarizerError(CompactionError):
     """The summarizer failed or returned no summary; the session is unchanged."""
+
+
+class ReadOnlyError(SessionDBError):
+    """sessiondb's rows are written only through SessionStore; nothing was flushed."""

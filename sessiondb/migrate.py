@@ -55,7 +55,8 @@ def include_object(
 ) -> bool:
     """An Alembic ``include_object`` filter with the same rule as :func:`include_name`,
     applied to objects on both sides (needed when the service's own metadata holds
-    sessiondb's tables, e.g. to declare a foreign key to ``sessiondb_sessions``)."""
+    sessiondb's tables, e.g. to declare a foreign key to ``sessiondb_sessions``, or when
+    its ``target_metadata`` lists :mod:`sessiondb.orm`'s)."""
     if type_ == "table":
         return not is_sessiondb_table(name)
     table = getattr(obj, "table", None)

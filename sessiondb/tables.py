@@ -1,6 +1,9 @@
 """Table definitions. The Alembic migrations in ``migrations/`` create exactly these;
 ``tests/ops/test_migrations.py`` proves it.
 
+A service reads them through its own SQLAlchemy ORM code with :mod:`sessiondb.orm`, which
+maps these very ``Table`` objects (read-only).
+
 Both tables lead with the session id and every hot query filters on it, so the schema
 can be hash-partitioned or distributed by session id without a redesign.
 """
