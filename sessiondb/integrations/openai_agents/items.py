@@ -360,6 +360,7 @@ def usage_messages(usage: Any) -> list[dict[str, Any]]:
         input_details = _details(getattr(entry, "input_tokens_details", None))
         output_details = _details(getattr(entry, "output_tokens_details", None))
         cached = min(_whole(input_details.get("cached_tokens", 0)), input_tokens)
+        written = min(_whole(input_details.get("cache_write_tokens", 0)), input_tokens - cached)
         sdk = {
             "requests": count,
             "input_tokens": input_tokens,
@@ -373,10 +374,10 @@ def usage_messages(usage: Any) -> list[dict[str, Any]]:
                 "role": "assistant",
                 "content": [],
                 "usage": {
-                    "input": input_tokens - cached,
+                    "input": input_tokens - cached - written,
                     "output": output_tokens,
                     "cacheRead": cached,
-                    "cacheWrite": 0,
+                    "cacheWrite": written,
                     "totalTokens": total,
                 },
                 USAGE_FIELD: sdk,
@@ -395,7 +396,12 @@ def _details(value: Any) -> dict[str, int]:
         value = dump() if callable(dump) else None
     if not isinstance(value, Mapping):
         return {}
-    return {str(k): _whole(v) for k, v in value.items() if _whole(v) or v == 0}
+    # Counts only: a nested breakdown (or its ``None``) is left out.
+    return {
+        str(k): _whole(v)
+        for k, v in value.items()
+        if isinstance(v, int) and not isinstance(v, bool)
+    }
 
 
 __all__ = [
