@@ -138,6 +138,29 @@ async def test_run_compaction_unforced_waits_for_the_threshold(store: SessionSto
     assert len(await store.records(sid, kinds=("compaction",))) == 1
 
 
+async def test_the_runner_calls_run_compaction_after_a_turn(db_url: str) -> None:
+    trigger = CompactionSettings(keep_recent_tokens=60, context_window=900, reserve_tokens=100)
+    model = ScriptedModel([[assistant_message("noted " + "z" * 40, item_id="m1")]])
+    agent = Agent(name="a", model=model)
+    async with SessionStore.open(db_url) as store:
+        session = SessionDBSession(
+            "runner", store=store, summarizer=offline_summarizer, compaction_settings=trigger
+        )
+        await session.add_items(_turns(0, 30))
+        sid = await _sid(store, "runner")
+        assert await store.records(sid, kinds=("compaction",)) == []
+        await Runner.run(
+            agent, "one more", session=session, run_config=RunConfig(tracing_disabled=True)
+        )
+        # The SDK called run_compaction after saving the turn; the context was over the
+        # threshold, so a compaction was written and the turn is kept after it.
+        assert len(await store.records(sid, kinds=("compaction",))) == 1
+        items = await session.get_items()
+        assert items[0]["content"].startswith(summary_text("")[:20])
+        assert items[-2] == {"role": "user", "content": "one more"}
+        assert len(await store.records(sid, kinds=("message",))) == 30 * 4 + 2
+
+
 async def test_run_compaction_without_a_summarizer(store: SessionStore) -> None:
     session = SessionDBSession("plain", store=store)
     await session.add_items(_turns(0, 10))

@@ -342,7 +342,8 @@ def summary_items(summary: str) -> list[Any] | None:
 
 def usage_messages(usage: Any) -> list[dict[str, Any]]:
     """Usage records for an SDK ``Usage`` (``RunResult.context_wrapper.usage``): one per
-    model request it lists, else one with its totals; none when it counts no tokens.
+    model request it lists, else one with its totals (none when it lists no request and
+    counts no tokens).
 
     The record's ``usage`` is sessiondb's (``input`` without the cached tokens, which are
     ``cacheRead``), so the session's token totals and the compaction trigger see it; the
