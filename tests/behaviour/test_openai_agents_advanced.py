@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.frameworks import need_framework
-from helpers.processes import run_processes
+from helpers.processes import SPAWN, run_processes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -310,6 +310,36 @@ async def test_the_compactors_output_becomes_the_compaction(db_url: str) -> None
         assert items[0]["id"] == "cmp_2" and items[-1] == more[-1]
 
 
+async def test_items_added_while_the_compactor_runs_are_kept(db_url: str) -> None:
+    started, go = asyncio.Event(), asyncio.Event()
+
+    async def compactor(items: list[Any]) -> list[Any]:
+        started.set()
+        await go.wait()
+        return [{"type": "compaction", "id": "cmp", "encrypted_content": "enc"}]
+
+    async with SessionStore.open(db_url) as one, SessionStore.open(db_url) as two:
+        session = SessionDBSession(
+            "race-endpoint", store=one, compactor=compactor, compaction_settings=SMALL
+        )
+        added = _turns(0, 10)
+        await session.add_items(added)
+        running = asyncio.create_task(session.run_compaction({"force": True}))
+        await started.wait()
+        raced = _turns(10, 12)
+        await SessionDBSession("race-endpoint", store=two).add_items(raced)
+        go.set()
+        await running
+        (record,) = await one.records(await _sid(one, "race-endpoint"), kinds=("compaction",))
+        assert record.compaction is not None
+        first_kept = record.compaction.first_kept_seq
+        assert await session.get_items() == [
+            {"type": "compaction", "id": "cmp", "encrypted_content": "enc"},
+            *added[first_kept - 1 :],
+            *raced,
+        ]
+
+
 async def test_responses_compactor_calls_the_endpoint(store: SessionStore) -> None:
     calls: list[dict[str, Any]] = []
 
@@ -394,6 +424,43 @@ async def test_branches_create_list_switch_delete(db_url: str) -> None:
         # The object whose branch went away is back on main.
         assert await other.get_items() == main_items
         assert other.current_branch == "main"
+        assert await session.get_items() == main_items
+
+
+def _branch_in_process(url: str, worker: int, start: Any) -> None:
+    async def run() -> None:
+        session = SessionDBSession.from_url("proc-branches", url=url)
+        try:
+            start.wait()
+            await session.create_branch_from_turn(worker % 3 + 1, f"p{worker}")
+            await session.add_items(_turn(100 + worker))
+        finally:
+            await session.close()
+
+    asyncio.run(run())
+
+
+async def test_branches_made_by_several_processes(pg_url: str) -> None:
+    procs = 4
+    async with SessionStore.open(pg_url) as store:
+        session = SessionDBSession("proc-branches", store=store)
+        main_items = _turns(0, 3)
+        await session.add_items(main_items)
+        start = SPAWN.Barrier(procs)
+        await asyncio.to_thread(
+            run_processes,
+            _branch_in_process,
+            lambda p: (pg_url, p, start),
+            procs,
+            timeout=TIMEOUT_S,
+        )
+        listed = {b["branch_id"]: b for b in await session.list_branches()}
+        assert sorted(listed) == ["main", *(f"p{w}" for w in range(procs))]
+        for w in range(procs):
+            await session.switch_to_branch(f"p{w}")
+            before = main_items[: 4 * (w % 3)]
+            assert await session.get_items() == [*before, *_turn(100 + w)]
+        await session.switch_to_branch("main")
         assert await session.get_items() == main_items
 
 
@@ -486,6 +553,9 @@ async def test_usage_per_turn_and_tool_from_runner_runs(db_url: str) -> None:
             "message",
         ]
         assert await session.get_items(limit=2) == items[-2:]
+        # Across the usage records after turn 1: read further back for the whole limit.
+        assert await session.get_items(limit=3) == items[-3:]
+        assert await session.get_items(limit=50) == items
 
         turns = await session.get_turn_usage()
         assert isinstance(turns, list)
