@@ -45,7 +45,9 @@ records), :mod:`.branches` (branches as forks), :mod:`.session` (the class).
 
 from .items import (
     ITEM_FIELD,
+    POP_REASON,
     RESPONSES_SUMMARY_PREFIX,
+    TEXT_FIELD,
     USAGE_FIELD,
     item_message,
     message_items,
@@ -56,7 +58,9 @@ from .session import ResponsesCompactor, SessionDBSession, responses_compactor
 
 __all__ = [
     "ITEM_FIELD",
+    "POP_REASON",
     "RESPONSES_SUMMARY_PREFIX",
+    "TEXT_FIELD",
     "USAGE_FIELD",
     "ResponsesCompactor",
     "SessionDBSession",
