@@ -1,72 +1,34 @@
-"""The OpenAI Agents SDK's ``Session`` protocol on sessiondb: :class:`SessionDBSession`.
+"""Responses-API items <-> sessiondb messages: plain functions, no I/O.
 
-.. code-block:: python
-
-    from agents import Agent, Runner
-    from sessiondb.integrations.openai_agents import SessionDBSession
-
-    session = SessionDBSession.from_url("user:42/thread:7", url="postgresql://…")
-    await Runner.run(agent, "hello", session=session)
-
-The SDK's session id is the caller's key of a sessiondb session
-(:meth:`SessionStore.session_for_key`), created on the first ``add_items``. Each
-Responses-API item is one sessiondb message, so the context, compaction, forks, export
-and the CLI see an SDK conversation like any other:
-
-- a user, system or developer message is a ``user`` message, an assistant message an
-  ``assistant`` message, with their text (and other parts) as content blocks;
-- a ``function_call`` (and every other ``*_call`` item with a ``call_id``) is an
-  ``assistant`` message with one ``toolCall`` block, its ``*_call_output`` a
-  ``toolResult`` with that ``toolCallId``;
-- ``reasoning`` is an ``assistant`` message with a ``thinking`` block of its summary;
-  any other item type an ``assistant`` message with no content.
-
-Every message also keeps the item exactly as it was added, under the wire field
-``responsesItem``, and ``get_items`` gives that back: items round-trip value for value
-whatever their type. Two things change what comes back, both on purpose: a compaction
-(``SessionStore.compact``) shows as one user message item holding the summary, in front
-of the items it kept; and a tool result pruned by compaction's first phase comes back
-with the prune marker as its ``output``.
-
-Nothing is ever deleted: ``pop_item`` appends a tombstone for the last item (only that
-item: popping a tool result leaves its call), ``clear_session`` a compaction without a
-summary (:meth:`SessionStore.clear`); ``records()`` keeps the whole history.
+Each item is one sessiondb message (see the package's docstring for the mapping) that
+keeps the item exactly as added under ``ITEM_FIELD``. Two kinds of message stand for no
+item: a usage record (``USAGE_FIELD``, written by ``store_run_usage``), and the summary
+of a compaction made from the Responses compaction endpoint's output holds that output's
+items, which come back in its place.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from .. import jsoncodec
-from ..config import Settings
-from ..context import summary_text
-from ..errors import InvalidInputError, MissingDependencyError, SessionNotFoundError
-from ..models import Message, Record
-from ..store import SessionStore
-from ..validation import session_key
-
-try:
-    from agents.memory.session_settings import (
-        SessionSettings,
-        coerce_session_settings,
-        resolve_session_limit,
-    )
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingDependencyError("openai-agents", "openai-agents") from exc
-
-if TYPE_CHECKING:
-    from agents.items import TResponseInputItem
-
-T = TypeVar("T")
+from ... import jsoncodec
+from ...context import SUMMARY_PREFIX, SUMMARY_SUFFIX, summary_text
+from ...errors import InvalidInputError
+from ...models import Message, Record
 
 #: The wire field of a sessiondb message that holds the Responses-API item as added.
 ITEM_FIELD = "responsesItem"
 #: The wire field that says where in the item its text goes back (see ``_with_item``).
 TEXT_FIELD = "responsesItemText"
+#: The wire field of a usage record: an assistant message with no content whose
+#: ``usage`` is one model request's, and this field the SDK's details of it.
+USAGE_FIELD = "responsesUsage"
+#: How a compaction summary holding the Responses compaction endpoint's output starts;
+#: the JSON array of its items follows.
+RESPONSES_SUMMARY_PREFIX = "openai-responses-compaction-items:"
 #: The tombstone reason ``pop_item`` writes.
 POP_REASON = "openai-agents pop_item"
 
@@ -76,178 +38,7 @@ _TEXT_PARTS = frozenset(("input_text", "output_text", "text", "summary_text", "r
 _SESSIONDB_BLOCKS = frozenset(("text", "toolCall", "thinking", "image"))
 
 
-class SessionDBSession:
-    """A conversation of the OpenAI Agents SDK, stored as a sessiondb session.
-
-    Implements the SDK's ``Session`` protocol (``session_id``, ``session_settings``,
-    ``get_items``, ``add_items``, ``pop_item``, ``clear_session``); pass it to
-    ``Runner.run(..., session=...)``.
-    """
-
-    session_settings: SessionSettings | None = None
-
-    def __init__(
-        self,
-        session_id: str,
-        *,
-        store: SessionStore,
-        session_settings: SessionSettings | Mapping[str, Any] | None = None,
-        create_kwargs: Mapping[str, Any] | None = None,
-    ) -> None:
-        """A session of ``store`` (in the store's namespace) addressed by ``session_id``.
-
-        Args:
-            session_id: the conversation's key: any string up to 512 characters,
-                compared exactly (see :meth:`SessionStore.session_for_key`).
-            store: an open :class:`SessionStore`; the caller closes it.
-            session_settings: the SDK's settings (``limit``: the default of ``get_items``).
-            create_kwargs: what :meth:`SessionStore.create_session` takes (``name``,
-                ``model``, ``metadata``, …), for the session's first ``add_items``.
-
-        Raises:
-            InvalidInputError: ``session_id`` cannot be a key.
-        """
-        self.session_id = session_key(session_id)
-        if session_settings is None:
-            self.session_settings = SessionSettings()
-        elif isinstance(session_settings, Mapping):
-            self.session_settings = coerce_session_settings(dict(session_settings))
-        else:
-            self.session_settings = coerce_session_settings(session_settings)
-        self._store = store
-        self._owns_store = False
-        self._migrate_first = False
-        self._create_kwargs = dict(create_kwargs or {})
-        self._sid: str | None = None  # sessiondb's id of the session, once known
-        self._ready: asyncio.Lock | None = None
-
-    @classmethod
-    def from_url(
-        cls,
-        session_id: str,
-        *,
-        url: str,
-        namespace: str | None = None,
-        create_tables: bool = False,
-        session_settings: SessionSettings | Mapping[str, Any] | None = None,
-        create_kwargs: Mapping[str, Any] | None = None,
-    ) -> SessionDBSession:
-        """A session on a store of its own for ``url`` (``postgresql://…``, a SQLite
-        path, …); connections open on first use, :meth:`close` closes them.
-
-        Args:
-            create_tables: run sessiondb's migrations before the first operation (for
-                development; services run ``sessiondb migrate`` at deploy time).
-            namespace: the store's namespace (default ``SESSIONDB_NAMESPACE``, else
-                ``"default"``).
-        """
-        if not isinstance(create_tables, bool):
-            raise InvalidInputError(f"create_tables must be True or False, got {create_tables!r}")
-        store = SessionStore(Settings.from_env(url, namespace))
-        session = cls(
-            session_id,
-            store=store,
-            session_settings=session_settings,
-            create_kwargs=create_kwargs,
-        )
-        session._owns_store = True
-        session._migrate_first = create_tables
-        return session
-
-    @property
-    def store(self) -> SessionStore:
-        """The store the session lives in."""
-        return self._store
-
-    async def close(self) -> None:
-        """Close the store if :meth:`from_url` opened it; else nothing."""
-        if self._owns_store:
-            await self._store.close()
-
-    # -- the protocol ---------------------------------------------------------------------
-
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The conversation's items, oldest first; with ``limit`` (else
-        ``session_settings.limit``) only the latest ``limit``, read by a query whose
-        cost follows ``limit``, not the length of the history."""
-        limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit <= 0:
-            return []
-        # The stored texts joined as one JSON array and parsed once: a model per message
-        # would cost three times what the SDK's own store takes.
-        text = await self._on_session(lambda sid: self._store.context_json(sid, last=limit))
-        if text is None:
-            return []
-        items: list[Any] = []
-        for message in _parse(text):
-            items.extend(wire_items(message))
-        return items if limit is None else items[-limit:]
-
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append the items, in order, in one transaction."""
-        if not items:
-            return
-        messages = [item_message(item, i) for i, item in enumerate(items)]
-        await self._on_session(lambda sid: self._store.append(sid, messages), create=True)
-
-    async def pop_item(self) -> TResponseInputItem | None:
-        """Remove the latest item and return it (``None`` when there is none), by
-        appending a tombstone; concurrent pops never return the same item."""
-        record = await self._on_session(lambda sid: self._store.pop(sid, reason=POP_REASON))
-        return record_item(record) if record is not None else None
-
-    async def clear_session(self) -> None:
-        """Leave the conversation without items, by appending (the history stays in
-        ``records()``)."""
-        await self._on_session(self._store.clear)
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    async def _on_session(
-        self, op: Callable[[str], Awaitable[T]], *, create: bool = False
-    ) -> T | None:
-        """``op`` on sessiondb's id of the session; ``None`` when the key has no session
-        and ``create`` is false. The id is cached; if its session was deleted meanwhile
-        (and perhaps made again under the key by another process), the key is looked
-        up once more."""
-        for attempt in (1, 2):
-            sid = await self._session(create=create)
-            if sid is None:
-                return None
-            try:
-                return await op(sid)
-            except SessionNotFoundError:
-                self._sid = None
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    async def _session(self, *, create: bool) -> str | None:
-        """sessiondb's id of the session; ``None`` when it does not exist and ``create``
-        is false."""
-        if self._sid is not None:
-            return self._sid
-        if self._migrate_first:
-            if self._ready is None:
-                self._ready = asyncio.Lock()
-            async with self._ready:
-                if self._migrate_first:
-                    await self._store.migrate()
-                    self._migrate_first = False
-        try:
-            info = await self._store.session_for_key(
-                self.session_id, create=create, **self._create_kwargs
-            )
-        except SessionNotFoundError:
-            return None
-        self._sid = info.id
-        return info.id
-
-    def __repr__(self) -> str:
-        return f"SessionDBSession({self.session_id!r}, namespace={self._store.namespace!r})"
-
-
-def _parse(text: str) -> Any:
+def parse(text: str) -> Any:
     """``jsoncodec.loads`` with the cyclic garbage collector paused.
 
     A context of 20,000 items parses into ~200,000 containers, and the collector's full
@@ -411,6 +202,8 @@ def wire_items(wire: dict[str, Any]) -> list[Any]:
     marker as its output), else items made from the message (a compaction's summary is
     one user message item)."""
     item = wire.get(ITEM_FIELD)
+    if USAGE_FIELD in wire:
+        return []
     if isinstance(item, dict):
         content = wire.get("content")
         text_at = wire.get(TEXT_FIELD)
@@ -454,8 +247,17 @@ def message_items(message: Message) -> list[Any]:
                 TEXT_FIELD: extra.get(TEXT_FIELD),
             }
         )
+    if extra.get(USAGE_FIELD) is not None:
+        return []
     if message.role == "user":
-        return [{"role": "user", "content": message.text()}]
+        text = message.text()
+        if text.startswith(SUMMARY_PREFIX + RESPONSES_SUMMARY_PREFIX) and text.endswith(
+            SUMMARY_SUFFIX
+        ):
+            found = summary_items(text[len(SUMMARY_PREFIX) : len(text) - len(SUMMARY_SUFFIX)])
+            if found is not None:
+                return found
+        return [{"role": "user", "content": text}]
     if message.role == "toolResult":
         return [
             {
@@ -488,7 +290,131 @@ def record_item(record: Record) -> Any:
     if record.message is not None:
         return message_items(record.message)[-1]
     assert record.compaction is not None
+    found = summary_items(record.compaction.summary)
+    if found:
+        return found[-1]
     return {"role": "user", "content": summary_text(record.compaction.summary)}
 
 
-__all__ = ["ITEM_FIELD", "SessionDBSession", "item_message", "message_items", "wire_items"]
+def stands_for_item(record: Record) -> bool:
+    """Whether a popped record stood for an item (a usage record does not)."""
+    if record.message is None:
+        return True
+    return not isinstance((record.message.model_extra or {}).get(USAGE_FIELD), dict)
+
+
+# -- compaction by the Responses endpoint ----------------------------------------------------
+
+
+def responses_summary(items: Sequence[Any]) -> str:
+    """The compaction summary that holds the Responses compaction endpoint's output.
+
+    Raises:
+        InvalidInputError: an item is not a JSON object.
+    """
+    stored = []
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping) and callable(getattr(item, "model_dump", None)):
+            item = item.model_dump(mode="json", exclude_unset=True, warnings=False)
+        if not isinstance(item, Mapping):
+            raise InvalidInputError(
+                f"compacted item {index}: a Responses-API item is a dict, got {type(item).__name__}"
+            )
+        stored.append(dict(item))
+    return RESPONSES_SUMMARY_PREFIX + jsoncodec.dumps(stored)
+
+
+def summary_items(summary: str) -> list[Any] | None:
+    """The items a :func:`responses_summary` holds; ``None`` for any other summary."""
+    if not summary.startswith(RESPONSES_SUMMARY_PREFIX):
+        return None
+    try:
+        value = jsoncodec.loads(summary[len(RESPONSES_SUMMARY_PREFIX) :])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, list) or not all(isinstance(i, dict) for i in value):
+        return None
+    return value
+
+
+# -- usage -------------------------------------------------------------------------------------
+
+
+def usage_messages(usage: Any) -> list[dict[str, Any]]:
+    """Usage records for an SDK ``Usage`` (``RunResult.context_wrapper.usage``): one per
+    model request it lists, else one with its totals (none when it lists no request and
+    counts no tokens).
+
+    The record's ``usage`` is sessiondb's (``input`` without the cached tokens, which are
+    ``cacheRead``), so the session's token totals and the compaction trigger see it; the
+    SDK's figures stay under ``USAGE_FIELD``.
+    """
+    entries = list(getattr(usage, "request_usage_entries", None) or [])
+    requests = [(e, 1) for e in entries] or [(usage, _whole(getattr(usage, "requests", 0)))]
+    messages = []
+    for entry, count in requests:
+        input_tokens = _whole(getattr(entry, "input_tokens", 0))
+        output_tokens = _whole(getattr(entry, "output_tokens", 0))
+        total = _whole(getattr(entry, "total_tokens", 0)) or input_tokens + output_tokens
+        if total == 0 and count == 0:
+            continue
+        input_details = _details(getattr(entry, "input_tokens_details", None))
+        output_details = _details(getattr(entry, "output_tokens_details", None))
+        cached = min(_whole(input_details.get("cached_tokens", 0)), input_tokens)
+        written = min(_whole(input_details.get("cache_write_tokens", 0)), input_tokens - cached)
+        sdk = {
+            "requests": count,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": total,
+            "input_tokens_details": input_details,
+            "output_tokens_details": output_details,
+        }
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [],
+                "usage": {
+                    "input": input_tokens - cached - written,
+                    "output": output_tokens,
+                    "cacheRead": cached,
+                    "cacheWrite": written,
+                    "totalTokens": total,
+                },
+                USAGE_FIELD: sdk,
+            }
+        )
+    return messages
+
+
+def _whole(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _details(value: Any) -> dict[str, int]:
+    if value is not None and not isinstance(value, Mapping):
+        dump = getattr(value, "model_dump", None)
+        value = dump() if callable(dump) else None
+    if not isinstance(value, Mapping):
+        return {}
+    # Counts only: a nested breakdown (or its ``None``) is left out.
+    return {
+        str(k): _whole(v)
+        for k, v in value.items()
+        if isinstance(v, int) and not isinstance(v, bool)
+    }
+
+
+__all__ = [
+    "ITEM_FIELD",
+    "RESPONSES_SUMMARY_PREFIX",
+    "TEXT_FIELD",
+    "USAGE_FIELD",
+    "item_message",
+    "message_items",
+    "record_item",
+    "responses_summary",
+    "summary_items",
+    "usage_messages",
+    "wire_items",
+]
