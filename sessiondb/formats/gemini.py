@@ -143,7 +143,8 @@ class GeminiFormat(FileFormat):
 
 def _document_head(path: Path) -> bool:
     """Whether ``path`` starts like a legacy session document: an object naming a
-    ``sessionId`` and a ``projectHash`` or ``messages`` (a small file is parsed whole)."""
+    ``sessionId`` and a ``projectHash`` or ``messages`` (a small file that parses is
+    looked at whole, another by the names in its first 64 kB)."""
     if not is_regular(path):
         return False
     try:
@@ -158,12 +159,13 @@ def _document_head(path: Path) -> bool:
         try:
             value = parse_json(head)
         except (ValueError, UnicodeDecodeError):
-            return False
-        return (
-            isinstance(value, dict)
-            and isinstance(value.get("sessionId"), str)
-            and (isinstance(value.get("messages"), list) or "projectHash" in value)
-        )
+            value = None  # torn, or not JSON: its text says (a bad line when read)
+        else:
+            return (
+                isinstance(value, dict)
+                and isinstance(value.get("sessionId"), str)
+                and (isinstance(value.get("messages"), list) or "projectHash" in value)
+            )
     return b'"sessionId"' in head and (b'"projectHash"' in head or b'"messages"' in head)
 
 
@@ -233,9 +235,9 @@ class _Reader:
             self.meta["file"] = path.name
             document = self.document(path)
             if isinstance(document, dict):
-                head = {k: v for k, v in document.items() if k != "messages"}
-                self.header(head)
-                if "messages" in document:
+                listed = isinstance(document.get("messages"), list)
+                self.header({k: v for k, v in document.items() if k != "messages" or not listed})
+                if listed:
                     self.meta["messagesAt"] = list(document).index("messages")
             return document
         self.meta["file"] = path.name
@@ -352,8 +354,9 @@ class _Reader:
             if self.session.details.model is None and isinstance(value.get("model"), str):
                 self.session.details.model = value["model"]
         yield from self.emit(records)
+        mine = list(range(start, self.position)) if payloads else []
         yield from self.hide(self.live.pop(message_id, []), "replaced by a later version")
-        self.live[message_id] = list(range(start, self.position)) if payloads else []
+        self.live[message_id] = mine
         self.digests[message_id] = _digest(payloads)
 
     def claim(self, message_id: str) -> str | None:
@@ -457,15 +460,17 @@ def _write_document(
     finally:
         lines.close()  # type: ignore[attr-defined]
     raw = [x for x in items if isinstance(x, RawText)]
-    if header is None and raw:
-        text = raw[0].text
+    if header is None:
+        # Not an object: the text that was not JSON, or the one value it was.
+        text = raw[0].text if raw else _pretty(items[0] if items else None)
     else:
         keys = list((header or {}).items())
+        messages = [x for x in items if not isinstance(x, RawText)]
         at = messages_at if isinstance(messages_at, int) and 0 <= messages_at <= len(keys) else None
-        if at is None and header is not None:
+        if at is None and messages:
             at = len(keys)
         if at is not None:
-            keys.insert(at, ("messages", [x for x in items if not isinstance(x, RawText)]))
+            keys.insert(at, ("messages", messages))
         text = _pretty(dict(keys))
     path, out = open_output(out_dir, *parts)
     with out:
