@@ -10,6 +10,8 @@ from .. import jsoncodec
 from ..models import wire_message_error
 
 KEY = "gemini"
+#: The ``api`` of the messages read from Gemini CLI files (pi's name for it).
+API = "google-gemini-cli"
 _CHAT_TYPES = {"user": "user", "gemini": "assistant"}
 _ABSENT: Any = object()
 
@@ -75,7 +77,9 @@ def to_wire(
     envelope["line"] = line
     if checkpoint:
         envelope["checkpoint"] = True
-    payload: dict[str, Any] = {"role": role, "content": blocks}
+    # The API the message came from: the provider formats send none of its own blocks
+    # (Gemini's parts, unsigned thoughts) to another API.
+    payload: dict[str, Any] = {"role": role, "content": blocks, "api": API}
     usage = usage_of(line.get("tokens"))
     if usage is not None and role == "assistant":
         payload["usage"] = usage

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 MAIN_ID = "gen0001a-0000-4000-8000-000000000001"
 RESUMED_ID = "gen0002b-0000-4000-8000-000000000002"
 LEGACY_ID = "gen0003c-0000-4000-8000-000000000003"
@@ -216,3 +218,54 @@ def same_file(written: Path, original: Path) -> bool:
     if original.suffix == ".json":
         return bool(json.loads(written.read_text()) == json.loads(original.read_text()))
     return json_lines(written) == json_lines(original)
+
+
+# -- fuzzing: lines of the shapes the reader tells apart, and any JSON -------------------
+
+_text = st.text(max_size=6)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=6,
+)
+_ids = st.sampled_from(["a", "b", "c", ""])
+_call = st.fixed_dictionaries(
+    {"id": _ids, "name": st.sampled_from(["ls", "read"]), "args": st.just({"p": 1})},
+    optional={
+        "result": st.one_of(
+            JSON_VALUES,
+            st.just([{"functionResponse": {"id": "a", "name": "ls", "response": {"output": "x"}}}]),
+        ),
+        "status": st.sampled_from(["success", "error", "cancelled"]),
+        "error": JSON_VALUES,
+    },
+)
+_message = st.fixed_dictionaries(
+    {"id": _ids, "type": st.sampled_from(["user", "gemini", "info", "error", "x"])},
+    optional={
+        "content": st.one_of(
+            _text, st.lists(st.fixed_dictionaries({"text": _text}), max_size=2), JSON_VALUES
+        ),
+        "thoughts": st.one_of(
+            st.lists(st.fixed_dictionaries({"subject": _text, "description": _text}), max_size=2),
+            JSON_VALUES,
+        ),
+        "toolCalls": st.one_of(st.lists(_call, max_size=2), JSON_VALUES),
+        "tokens": st.one_of(
+            st.just({"input": 3, "output": 1, "cached": 5, "total": 4}), JSON_VALUES
+        ),
+        "timestamp": st.one_of(_text, st.just("2026-01-01T00:00:00Z")),
+    },
+)
+LINES = st.one_of(
+    _message,
+    st.fixed_dictionaries({"$rewindTo": st.one_of(_ids, JSON_VALUES)}),
+    st.fixed_dictionaries(
+        {
+            "$set": st.one_of(
+                JSON_VALUES, st.fixed_dictionaries({"messages": st.lists(_message, max_size=3)})
+            )
+        }
+    ),
+    JSON_VALUES,
+)
