@@ -41,6 +41,7 @@ session with ``fork_seq`` 0 and ``metadata.gemini.dir`` naming the directory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -417,11 +418,13 @@ def _is_header(value: Any) -> bool:
 
 
 def _digest(payloads: list[dict[str, Any]] | None) -> str:
-    """What a checkpoint compares: the records' wire content without the envelope."""
+    """What a checkpoint compares: a hash of the records' wire content without the
+    envelope (the history keeps 32 characters a message, not its text)."""
     if payloads is None:
         return ""
     bare = [{k: v for k, v in p.items() if k != KEY} for p in payloads]
-    return jsoncodec.dumps(bare)
+    text = jsoncodec.dumps(bare).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
 # -- writing ---------------------------------------------------------------------------

@@ -185,6 +185,22 @@ async def test_native_export_then_import_gives_identical_records(
         assert same_file(out / case.relative, case.path), case.case
 
 
+async def test_export_all_writes_every_gemini_session_as_it_was_read(
+    store: SessionStore, tree: tuple[Path, dict[str, GeminiCase]], tmp_path: Path
+) -> None:
+    root, cases = tree
+    report = await import_path(store, root)
+    written = await export_all(store, tmp_path / "bulk", "gemini")
+    assert sorted(written) == sorted(report.session_ids)
+    for case in cases.values():
+        assert same_file(tmp_path / "bulk" / case.relative, case.path), case.case
+    if corpus_present():
+        for name in GEMINI_FILES:
+            (session,) = read_path(CORPUS / "gemini" / name)
+            (path,) = written[session_id_for(store.namespace, session.key)]
+            assert same_file(path, CORPUS / "gemini" / name), name
+
+
 def test_the_cli_exports_the_gemini_format(
     db_url: str, tree: tuple[Path, dict[str, GeminiCase]], tmp_path: Path
 ) -> None:
