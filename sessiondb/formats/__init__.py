@@ -26,7 +26,7 @@ from ..errors import InvalidInputError
 from ._provider import MISSING_RESULT
 from .base import FileFormat, Format
 from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
-from .gemini import GeminiFormat, owns_directory
+from .gemini import GeminiFormat, main_ids, owns_directory
 from .imported import (
     BAD_LINES_KEPT,
     BadLine,
@@ -179,6 +179,7 @@ class _Walk:
             yield directory  # a native session directory
             return
         stems = {name[: -len(".jsonl")] for name in regular if name.endswith(".jsonl")}
+        gemini_ids = main_ids(regular)
         listed(directory, regular)  # the part files, for the reader
         for name, entry, st in entries:
             path = Path(entry.path)
@@ -194,7 +195,7 @@ class _Walk:
                 if name in stems:
                     # <stem>/subagents/ belongs to <stem>.jsonl, read with it.
                     self.subagents(directory, name, st)
-                elif owns_directory(name, regular):
+                elif owns_directory(name, gemini_ids):
                     # chats/<sessionId>/ belongs to session-<time>-<id8>.jsonl (Gemini).
                     self.directories.add((st.st_dev, st.st_ino))
                 elif self.enter(path, st):

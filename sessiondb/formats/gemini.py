@@ -170,15 +170,22 @@ def _document_head(path: Path) -> bool:
     return b'"sessionId"' in head and (b'"projectHash"' in head or b'"messages"' in head)
 
 
-def owns_directory(name: str, files: Iterable[str]) -> bool:
-    """Whether the directory ``name`` holds the subagents of one of ``files`` (the
-    session files beside it): its name starts with a main file's short id."""
-    return any(_owner(name, file) for file in files)
+def main_ids(names: Iterable[str]) -> frozenset[str]:
+    """The short ids (``<id8>``) of the Gemini main session files among ``names``."""
+    found = (_MAIN_FILE.match(name) for name in names if name.startswith("session-"))
+    return frozenset(match["short"] for match in found if match is not None)
+
+
+def owns_directory(name: str, short_ids: frozenset[str]) -> bool:
+    """Whether the directory ``name`` holds the subagents of a Gemini session file
+    beside it (``short_ids``: :func:`main_ids` of the files beside it): its name is
+    longer than 8 characters and starts with the file's short id."""
+    return len(name) > 8 and any(name.startswith(short) for short in short_ids)
 
 
 def _owner(directory: str, file: str) -> bool:
     match = _MAIN_FILE.match(file)
-    return match is not None and len(directory) > 8 and directory.startswith(match["short"])
+    return match is not None and owns_directory(directory, frozenset((match["short"],)))
 
 
 def subagent_files(path: Path) -> Iterator[tuple[Path, Path]]:
