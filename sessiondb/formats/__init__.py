@@ -26,6 +26,7 @@ from ..errors import InvalidInputError
 from ._provider import MISSING_RESULT
 from .base import FileFormat, Format
 from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
+from .gemini import GeminiFormat, main_ids, owns_directory
 from .imported import (
     BAD_LINES_KEPT,
     BadLine,
@@ -42,7 +43,8 @@ from .pi import PiFormat
 # The one list of file formats: detection tries them in this order, and the CLI's
 # choices and the error for an unknown name come from it.
 FORMATS: dict[str, Format] = {
-    f.name: f for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat())
+    f.name: f
+    for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat(), GeminiFormat())
 }
 #: The format export writes when none is named: the spec's own, lossless.
 DEFAULT_EXPORT_FORMAT = NativeFormat.name
@@ -101,9 +103,10 @@ def read_path(
     stable order, each file's main session before its children.
 
     With ``format="auto"`` every file is detected on its own; files no format claims are
-    skipped. A Claude Code file's part files and subagent files are read with it. Only
-    regular files are read; see :func:`candidates` for what is passed over, which is
-    added to ``skipped`` when given.
+    skipped. A Claude Code file's part files and subagent files, and a Gemini CLI file's
+    subagent directory, are read with it. Only regular files are read; see
+    :func:`candidates` for what is passed over, which is added to ``skipped`` when
+    given.
 
     Raises:
         InvalidInputError: an unknown format name, or ``path`` does not exist or is
@@ -176,6 +179,7 @@ class _Walk:
             yield directory  # a native session directory
             return
         stems = {name[: -len(".jsonl")] for name in regular if name.endswith(".jsonl")}
+        gemini_ids = main_ids(regular)
         listed(directory, regular)  # the part files, for the reader
         for name, entry, st in entries:
             path = Path(entry.path)
@@ -191,10 +195,13 @@ class _Walk:
                 if name in stems:
                     # <stem>/subagents/ belongs to <stem>.jsonl, read with it.
                     self.subagents(directory, name, st)
+                elif owns_directory(name, gemini_ids):
+                    # chats/<sessionId>/ belongs to session-<time>-<id8>.jsonl (Gemini).
+                    self.directories.add((st.st_dev, st.st_ino))
                 elif self.enter(path, st):
                     yield (path,)
             elif stat.S_ISREG(mode):
-                if not name.endswith(".jsonl"):
+                if not _session_file(name):
                     continue
                 self.files.add((st.st_dev, st.st_ino))
                 if part_name(name[: -len(".jsonl")]) in stems:
@@ -246,7 +253,7 @@ class _Walk:
         if stat.S_ISDIR(mode):
             return (target,) if self.enter(link, st) else None
         if stat.S_ISREG(mode):
-            if not target.name.endswith(".jsonl"):
+            if not _session_file(target.name):
                 return None
             key = (st.st_dev, st.st_ino)
             if key in self.files:
@@ -256,6 +263,12 @@ class _Walk:
             return target
         self.skip(link, f"symbolic link to a {file_kind(mode)}")
         return None
+
+
+def _session_file(name: str) -> bool:
+    """Whether a file called ``name`` may hold sessions: ``.jsonl``, or ``.json`` (a
+    legacy Gemini CLI session document; detection looks inside)."""
+    return name.endswith((".jsonl", ".json"))
 
 
 def _lstat(entry: os.DirEntry[str]) -> os.stat_result | None:

@@ -46,6 +46,7 @@ from .lines import (
     entry_payload,
     file_kind,
     format_time,
+    is_gemini_line,
     is_regular,
     open_regular,
     own_entry_line,
@@ -104,6 +105,7 @@ __all__ = [
     "file_kind",
     "format_time",
     "id_name",
+    "is_gemini_line",
     "is_regular",
     "open_output",
     "open_regular",
@@ -220,10 +222,12 @@ class FileFormat(ABC):
     def transcript_objects(cls, path: Path) -> list[dict[str, Any]]:
         """The JSON objects among the first values of ``path``, for a format of
         transcript lines to look for its own; none when it is not a ``.jsonl`` file or
-        one of them is a native line (``recordType``) or a pi session header: a file
-        of those is theirs."""
+        one of them is a native line (``recordType``), a pi session header or a Gemini
+        CLI line (:func:`is_gemini_line`): a file of those is theirs."""
         values = [v for v in cls.jsonl_values(path) if isinstance(v, dict)]
-        if any("recordType" in v or v.get("type") == "session" for v in values):
+        if any(
+            "recordType" in v or v.get("type") == "session" or is_gemini_line(v) for v in values
+        ):
             return []
         return values
 

@@ -241,6 +241,19 @@ def not_an_object(
     return ImportedRecord("entry", entry_payload(fmt, value, **extra))
 
 
+def is_gemini_line(value: dict[str, Any]) -> bool:
+    """Whether a transcript's line is Gemini CLI's own: its metadata line (a string
+    ``sessionId`` and ``projectHash``), an update line (``$set``, ``$rewindTo``) or a
+    ``gemini`` message. Detection of the other transcript formats passes such files
+    over."""
+    return (
+        "$set" in value
+        or "$rewindTo" in value
+        or (isinstance(value.get("sessionId"), str) and isinstance(value.get("projectHash"), str))
+        or (value.get("type") == "gemini" and "uuid" not in value)
+    )
+
+
 def json_kind(value: Any) -> str:
     """What kind of JSON value ``value`` is, in Python's words (``null`` for ``None``)."""
     return "null" if value is None else type(value).__name__
