@@ -26,6 +26,7 @@ from ..errors import InvalidInputError
 from ._provider import MISSING_RESULT
 from .base import FileFormat, Format
 from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
+from .codex import CodexFormat
 from .imported import (
     BAD_LINES_KEPT,
     BadLine,
@@ -42,7 +43,8 @@ from .pi import PiFormat
 # The one list of file formats: detection tries them in this order, and the CLI's
 # choices and the error for an unknown name come from it.
 FORMATS: dict[str, Format] = {
-    f.name: f for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat())
+    f.name: f
+    for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat(), CodexFormat())
 }
 #: The format export writes when none is named: the spec's own, lossless.
 DEFAULT_EXPORT_FORMAT = NativeFormat.name
@@ -60,6 +62,7 @@ __all__ = [
     "SessionDetails",
     "SkippedPath",
     "candidates",
+    "chosen_format",
     "detect",
     "get_format",
     "import_root",
@@ -113,9 +116,29 @@ def read_path(
     chosen = None if format == "auto" else get_format(format)
     root = import_root(path)
     for candidate in candidates(root, follow_symlinks=follow_symlinks, skipped=skipped):
-        fmt = chosen if chosen is not None else detect(candidate)
-        if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
+        fmt = chosen_format(candidate, root, chosen, skipped)
+        if fmt is not None:
             yield from fmt.read(candidate, strict=strict)
+
+
+def chosen_format(
+    candidate: Path, root: Path, chosen: Format | None, skipped: list[SkippedPath] | None
+) -> Format | None:
+    """The format ``candidate`` (a file or directory :func:`candidates` gave under
+    ``root``) is read in: ``chosen`` if given (a file under ``root`` it does not claim
+    is passed over), else the one :func:`detect` picks. ``None`` for a file read in no
+    format; it goes to ``skipped`` with the reason, so nothing is passed over silently."""
+    fmt = chosen if chosen is not None else detect(candidate)
+    if fmt is not None and (chosen is None or candidate == root or fmt.sniff(candidate)):
+        return fmt
+    if skipped is not None:
+        if chosen is None:
+            known = ", ".join(FORMATS)
+            reason = f"no format recognises it (its first lines are none of {known})"
+        else:
+            reason = f"not a {chosen.name} file (format {chosen.name} was asked for)"
+        skipped.append(SkippedPath(candidate, reason))
+    return None
 
 
 def import_root(path: Path) -> Path:
