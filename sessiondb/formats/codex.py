@@ -396,10 +396,10 @@ def _to_wire(item: dict[str, Any], calls: dict[str, Any] | DiskMap) -> dict[str,
     """The wire payload of a Responses item (its envelope without ``line``), or ``None``
     for an item kept as an entry."""
     kind = item.get("type")
-    rest = {k: v for k, v in item.items()}
+    rest = dict(item)
     if kind == "message":
         role = item.get("role")
-        if role not in _INPUT_ROLES and role != "assistant":
+        if (role not in _INPUT_ROLES and role != "assistant") or "content" not in item:
             return None
         del rest["content"]
         envelope: dict[str, Any] = {"item": rest}
