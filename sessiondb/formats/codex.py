@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .. import jsoncodec
 from ..models import SessionInfo, wire_message_error
 from .base import FileFormat
@@ -348,21 +350,27 @@ def _entry(value: Any, at: Any) -> ImportedRecord:
     return ImportedRecord("entry", entry_payload(NAME, value), created_at=at)
 
 
-def _fingerprint(item: dict[str, Any]) -> str:
+def _fingerprint(item: dict[str, Any]) -> bytes:
     """What a replacement history's item and the earlier item it keeps share: a
     message's role and texts (Codex rebuilds the messages it keeps), a call's or
-    result's kind and call id."""
+    result's kind and call id, any other item whole."""
     kind = item.get("type")
     if kind == "message":
+        content = item.get("content")
         texts = (
-            [p.get("text") for p in item.get("content") or () if isinstance(p, dict)]
-            if isinstance(item.get("content"), list)
-            else [item.get("content")]
+            [p.get("text") for p in content if isinstance(p, dict)]
+            if isinstance(content, list)
+            else [content]
         )
-        return jsoncodec.dumps(["message", item.get("role"), texts])
-    if kind in _CALLS or kind in _OUTPUTS:
-        return jsoncodec.dumps([kind, item.get("call_id")])
-    return jsoncodec.dumps(["other", item])
+        key: Any = ["message", item.get("role"), texts]
+    elif kind in _CALLS or kind in _OUTPUTS:
+        key = [kind, item.get("call_id")]
+    else:
+        key = ["other", item]
+    try:
+        return orjson.dumps(key)
+    except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, a big integer
+        return jsoncodec.dumps(key).encode("utf-8", "surrogatepass")
 
 
 def _usage(value: Any) -> dict[str, Any] | None:
