@@ -104,9 +104,10 @@ def read_path(
     stable order, each file's main session before its children.
 
     With ``format="auto"`` every file is detected on its own; files no format claims are
-    skipped. A Claude Code file's part files and subagent files are read with it. Only
-    regular files are read; see :func:`candidates` for what is passed over, which is
-    added to ``skipped`` when given.
+    skipped (see :func:`chosen_format`). A Claude Code file's part files and subagent
+    files are read with it. Only regular files are read; see :func:`candidates` for
+    what is passed over. What is skipped is added to ``skipped`` when given, with the
+    reason.
 
     Raises:
         InvalidInputError: an unknown format name, or ``path`` does not exist or is

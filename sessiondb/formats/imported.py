@@ -79,8 +79,9 @@ class BadLine:
 
 @dataclass(frozen=True, slots=True)
 class SkippedPath:
-    """A path an import passed over without opening it, and why (a symbolic link not
-    followed, a FIFO, a directory already visited, ...)."""
+    """A path an import passed over, and why: without opening it (a symbolic link not
+    followed, a FIFO, a directory already visited, ...), or a file no format recognises
+    from its first lines."""
 
     path: Path
     reason: str

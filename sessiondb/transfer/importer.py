@@ -78,7 +78,8 @@ async def import_path(
         store: the store to write into (its namespace), or its core.
         path: a file, a session directory or a directory tree.
         format: a name of :data:`sessiondb.formats.FORMATS`, or ``"auto"`` to detect each
-            file's format (files no format claims are passed over).
+            file's format (files no format claims are passed over, and listed in
+            ``skipped_paths`` with the reason).
         strict: a bad line fails its file: nothing of that file is written.
         progress: called after each file with an :class:`ImportProgress`.
         follow_symlinks: follow symbolic links under ``path``, but only to paths
