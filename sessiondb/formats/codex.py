@@ -22,8 +22,8 @@ Every line is ``{"timestamp", "type", "payload"}`` (newer versions add members s
   - ``function_call_output`` / ``custom_tool_call_output`` answering a call read
     before: a ``toolResult`` (a string output one text block; a list of parts blocks;
     an object kept whole under ``codex.output``, its ``content`` text as the block and
-    ``success: false`` as ``isError``). An output answering no call stays an entry, so
-    no context holds an orphaned result.
+    ``success: false`` as ``isError``). An output answering no call in the context (not
+    read before, or superseded by a compaction) stays an entry: no orphaned result.
   - ``web_search_call``: an assistant message of one ``responsesItem`` block.
   - anything else (``ghost_snapshot``, unknown items): an ``entry``.
 
@@ -54,7 +54,7 @@ the reader holds a response's records (at most ``HOLD_LIMIT``) until its count c
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,18 +134,19 @@ def _chain(
 
 @dataclass
 class _Reader:
-    """Reads one rollout file. Per line it keeps nothing but, per message, a fingerprint
-    and its position (to match a compaction's replacement history), and the names of the
-    calls (moved to a temporary file as they grow)."""
+    """Reads one rollout file. Per message it keeps a fingerprint and its position (16
+    bytes, to match a compaction's replacement history); per call its name and per call
+    and result its call id, in indexes that move to a temporary file as they grow."""
 
     session: ImportedSession
     strict: bool
     position: int = 0
-    calls: dict[str, Any] | DiskMap = field(default_factory=dict)  # call_id -> name
+    calls: dict[str, Any] | DiskMap = field(default_factory=dict)  # call_id -> [name, position]
     # Messages in file order: their positions and fingerprints (hashes).
     positions: array[int] = field(default_factory=lambda: array("q"))
     prints: array[int] = field(default_factory=lambda: array("q"))
-    call_ids: dict[int, str] = field(default_factory=dict)  # position -> call id (calls, results)
+    # str(position) -> call id, of calls and results
+    call_ids: dict[str, Any] | DiskMap = field(default_factory=dict)
     held: list[ImportedRecord] = field(default_factory=list)
     open: bool = False  # a response is under way
     counted: bool = False  # ... and has its usage
@@ -154,6 +155,9 @@ class _Reader:
     last_total: Any = None
     last_tokens: int = 0
     meta_seen: bool = False
+    # The context since the last compaction: from this position, less these calls.
+    live_from: int = 0
+    dropped: set[str] = field(default_factory=set)
 
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
@@ -163,11 +167,11 @@ class _Reader:
                     yield from self.emit(bad)
                 else:
                     yield from self.line(line.value, line.exact)
-                if not self.position % SPILL_CHECK:
-                    self.calls = spilled(self.calls)
+                if not line.number % SPILL_CHECK:
+                    self.calls, self.call_ids = spilled(self.calls), spilled(self.call_ids)
             yield from self.flush()
         finally:
-            close_spilled(self.calls)
+            close_spilled(self.calls, self.call_ids)
 
     def emit(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         self.position += 1
@@ -227,7 +231,7 @@ class _Reader:
     def item(
         self, value: dict[str, Any], item: dict[str, Any], exact: bool, at: Any
     ) -> ImportedRecord | None:
-        payload = _to_wire(item, self.calls)
+        payload = _to_wire(item, self.live_call)
         if payload is None:
             return None
         payload[KEY]["line"] = {k: v for k, v in value.items() if k != "payload"}
@@ -239,9 +243,18 @@ class _Reader:
             return None
         kind = item["type"]
         if kind in _CALLS:
-            self.calls[item["call_id"]] = payload["content"][0]["name"]
+            self.calls[item["call_id"]] = [payload["content"][0]["name"], self.position]
         self.remember(item)
         return ImportedRecord("message", payload, created_at=at, checked=True)
+
+    def live_call(self, call_id: Any) -> str | None:
+        """The name of call ``call_id`` if it is in the context (read before, and not
+        superseded by a compaction since), else ``None``."""
+        found = self.calls.get(call_id) if isinstance(call_id, str) else None
+        if found is None or found[1] < self.live_from or call_id in self.dropped:
+            return None
+        name: str = found[0]
+        return name
 
     def remember(self, item: dict[str, Any]) -> None:
         """The fingerprint of the message at this position, for a later compaction."""
@@ -249,7 +262,7 @@ class _Reader:
         self.prints.append(hash(_fingerprint(item)))
         call_id = item.get("call_id")
         if isinstance(call_id, str):
-            self.call_ids[self.position] = call_id
+            self.call_ids[str(self.position)] = call_id
 
     def message(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         role = record.payload["role"]
@@ -305,6 +318,8 @@ class _Reader:
         }
         here = self.position
         kept, hidden = self.kept(payload.get("replacement_history"))
+        self.live_from = here if kept is None else kept
+        self.dropped = {c for c in (self.call_ids.get(str(p)) for p in hidden) if c is not None}
         data = {"summary": payload["message"], "tokensBefore": self.last_tokens, KEY: envelope}
         yield from self.emit(
             ImportedRecord(
@@ -326,12 +341,12 @@ class _Reader:
             return None, []
         first = matched[0]
         keep = set(matched)
-        calls = {self.call_ids[p] for p in keep if p in self.call_ids}
+        calls = {self.call_ids.get(str(p)) for p in keep} - {None}
         hidden = []
         for p in self.positions:
             if p < first:
                 continue
-            call = self.call_ids.get(p)
+            call = self.call_ids.get(str(p))
             if p not in keep or (call is not None and call not in calls):
                 hidden.append(p)
         return first, hidden
@@ -400,9 +415,9 @@ def _usage(value: Any) -> dict[str, Any] | None:
 # -- items <-> wire messages -------------------------------------------------------------
 
 
-def _to_wire(item: dict[str, Any], calls: dict[str, Any] | DiskMap) -> dict[str, Any] | None:
+def _to_wire(item: dict[str, Any], live_call: Callable[[Any], str | None]) -> dict[str, Any] | None:
     """The wire payload of a Responses item (its envelope without ``line``), or ``None``
-    for an item kept as an entry."""
+    for an item kept as an entry (``live_call``: the name of a call in the context)."""
     kind = item.get("type")
     rest = dict(item)
     if kind == "message":
@@ -437,7 +452,7 @@ def _to_wire(item: dict[str, Any], calls: dict[str, Any] | DiskMap) -> dict[str,
     if kind in _CALLS:
         return _call(item, rest)
     if kind in _OUTPUTS:
-        return _output(item, rest, calls)
+        return _output(item, rest, live_call)
     return None
 
 
@@ -477,16 +492,17 @@ def _call(item: dict[str, Any], rest: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _output(
-    item: dict[str, Any], rest: dict[str, Any], calls: dict[str, Any] | DiskMap
+    item: dict[str, Any], rest: dict[str, Any], live_call: Callable[[Any], str | None]
 ) -> dict[str, Any] | None:
     call_id = item.get("call_id")
-    if not isinstance(call_id, str) or call_id not in calls or "output" not in item:
+    name = live_call(call_id)
+    if name is None or "output" not in item:
         return None
     output = rest.pop("output")
     del rest["call_id"]
     envelope: dict[str, Any] = {"item": rest}
     payload: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id}
-    payload["toolName"] = calls[call_id]
+    payload["toolName"] = name
     blocks: list[Any] | None
     if isinstance(output, str):
         blocks = [{"type": "text", "text": output}]

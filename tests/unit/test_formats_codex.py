@@ -22,12 +22,19 @@ from helpers.codex import (
     write_lines,
 )
 from helpers.corpus import CODEX_FILES, corpus_file
-from helpers.formats import claude_code_lines, json_lines, noumen_lines, pi_lines, stored
+from helpers.formats import (
+    claude_code_lines,
+    count_disk_maps,
+    json_lines,
+    noumen_lines,
+    pi_lines,
+    stored,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sessiondb.errors import ImportFormatError, InvalidInputError
-from sessiondb.formats import FORMATS, SkippedPath, detect, read_path
+from sessiondb.formats import FORMATS, SkippedPath, codex, detect, read_path
 from sessiondb.formats.anthropic import to_anthropic
 from sessiondb.formats.openai_chat import to_openai_chat
 from sessiondb.formats.openai_responses import to_openai_responses
@@ -403,3 +410,38 @@ def test_fuzzed_files_round_trip_or_raise_a_typed_error(
         to_openai_responses(messages)
     except InvalidInputError as exc:  # a fuzzed block no API takes; never an orphan
         assert "answers no tool call" not in str(exc)
+
+
+def test_a_file_past_the_spill_threshold_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines: list[Any] = [line(0, "session_meta", {"id": "big"})]
+    for i in range(300):
+        call = {"type": "function_call", "name": "sh", "arguments": "{}", "call_id": f"c{i}"}
+        lines.append(item(i, call))
+        lines.append(item(i, {"type": "function_call_output", "call_id": f"c{i}", "output": "x"}))
+    history = [
+        {"type": "function_call", "name": "sh", "arguments": "{}", "call_id": "c250"},
+        {"type": "function_call_output", "call_id": "c250", "output": "x"},
+    ]
+    lines.append(line(9, "compacted", {"message": "s", "replacement_history": history}))
+    lines.append(item(9, {"type": "function_call_output", "call_id": "c10", "output": "late"}))
+    path = write_lines(tmp_path / "big.jsonl", lines)
+    plain = stored(next(read_path(path)))[1]
+    made = count_disk_maps(monkeypatch, codex, 50)
+    spilled = stored(next(read_path(path)))[1]
+    assert len(made) == 2  # the call names and the call ids
+    assert spilled == plain
+    (compaction,) = [r.compaction for r in plain if r.compaction is not None]
+    assert compaction.first_kept_seq == 2 + 2 * 250
+    hidden = [r.tombstone.target_seq for r in plain if r.tombstone is not None]
+    assert hidden == list(range(2 + 2 * 251, 2 + 2 * 300))
+    # A result whose call the compaction superseded stays an entry: no orphan.
+    assert plain[-1].entry is not None
+    context = [
+        r.message.to_wire()
+        for r in plain
+        if r.message is not None and r.seq >= compaction.first_kept_seq and r.seq not in hidden
+    ]
+    items = to_openai_responses(context).input  # raises on an orphaned result
+    assert [i["type"] for i in items] == ["function_call", "function_call_output"]
