@@ -153,9 +153,10 @@ def new_lines(session_id: str = PARENT_ID, **meta_fields: Any) -> list[dict[str,
 
 
 def compaction_lines() -> list[dict[str, Any]]:
-    """A rollout compacted with a replacement history: the history keeps the developer
-    message, the second user message and a call with its result; it drops the first
-    user message, the answers, and the other call's result."""
+    """A rollout compacted with a replacement history (the seqs its records get are in
+    the comments): the history keeps the developer message, the second user message and
+    a call with its result; it drops the first user message, the first call and its
+    result, and the answers."""
     summary = "Built the API; next: auth."
     history = [
         message("developer", "be careful"),
@@ -166,18 +167,18 @@ def compaction_lines() -> list[dict[str, Any]]:
     ]
     return [
         line(0, "session_meta", meta(COMPACT_ID, "0.77.0")),
-        item(1, message("developer", "be careful")),  # 0
-        item(2, message("user", "first ask")),  # 1
+        item(1, message("developer", "be careful")),  # seq 2
+        item(2, message("user", "first ask")),  # seq 3
         item(3, {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "call_a"}),
-        item(4, {"type": "function_call_output", "call_id": "call_a", "output": "a"}),  # 3
-        item(5, message("assistant", "first answer")),  # 4
-        item(6, message("user", "second ask")),  # 5
+        item(4, {"type": "function_call_output", "call_id": "call_a", "output": "a"}),  # seq 5
+        item(5, message("assistant", "first answer")),  # seq 6
+        item(6, message("user", "second ask")),  # seq 7
         item(7, {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "call_b"}),
-        item(8, {"type": "function_call_output", "call_id": "call_b", "output": "b"}),  # 7
-        item(9, message("assistant", "second answer")),  # 8
-        line(10, "event_msg", token_count(60, 60, 5000)),  # 9
-        line(11, "compacted", {"message": summary, "replacement_history": history}),  # 10
-        item(12, message("user", "third ask")),  # 11 + 4 tombstones: 15
+        item(8, {"type": "function_call_output", "call_id": "call_b", "output": "b"}),  # seq 9
+        item(9, message("assistant", "second answer")),  # seq 10
+        line(10, "event_msg", token_count(60, 60, 5000)),  # seq 11
+        line(11, "compacted", {"message": summary, "replacement_history": history}),  # seq 12
+        item(12, message("user", "third ask")),  # seq 18, after 5 tombstones
         item(13, message("assistant", "third answer")),
     ]  # fmt: skip
 
