@@ -26,6 +26,7 @@ from ..errors import InvalidInputError
 from ._provider import MISSING_RESULT
 from .base import FileFormat, Format
 from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
+from .codex import CodexFormat
 from .gemini import GeminiFormat, main_ids, owns_directory
 from .imported import (
     BAD_LINES_KEPT,
@@ -44,7 +45,14 @@ from .pi import PiFormat
 # choices and the error for an unknown name come from it.
 FORMATS: dict[str, Format] = {
     f.name: f
-    for f in (NativeFormat(), ClaudeCodeFormat(), PiFormat(), NoumenFormat(), GeminiFormat())
+    for f in (
+        NativeFormat(),
+        ClaudeCodeFormat(),
+        PiFormat(),
+        NoumenFormat(),
+        CodexFormat(),
+        GeminiFormat(),
+    )
 }
 #: The format export writes when none is named: the spec's own, lossless.
 DEFAULT_EXPORT_FORMAT = NativeFormat.name
@@ -62,6 +70,7 @@ __all__ = [
     "SessionDetails",
     "SkippedPath",
     "candidates",
+    "chosen_format",
     "detect",
     "get_format",
     "import_root",
@@ -103,10 +112,10 @@ def read_path(
     stable order, each file's main session before its children.
 
     With ``format="auto"`` every file is detected on its own; files no format claims are
-    skipped. A Claude Code file's part files and subagent files, and a Gemini CLI file's
-    subagent directory, are read with it. Only regular files are read; see
-    :func:`candidates` for what is passed over, which is added to ``skipped`` when
-    given.
+    skipped (see :func:`chosen_format`). A Claude Code file's part files and subagent
+    files, and a Gemini CLI file's subagent directory, are read with it. Only regular
+    files are read; see :func:`candidates` for what is passed over. What is skipped is
+    added to ``skipped`` when given, with the reason.
 
     Raises:
         InvalidInputError: an unknown format name, or ``path`` does not exist or is
@@ -116,9 +125,29 @@ def read_path(
     chosen = None if format == "auto" else get_format(format)
     root = import_root(path)
     for candidate in candidates(root, follow_symlinks=follow_symlinks, skipped=skipped):
-        fmt = chosen if chosen is not None else detect(candidate)
-        if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
+        fmt = chosen_format(candidate, root, chosen, skipped)
+        if fmt is not None:
             yield from fmt.read(candidate, strict=strict)
+
+
+def chosen_format(
+    candidate: Path, root: Path, chosen: Format | None, skipped: list[SkippedPath] | None
+) -> Format | None:
+    """The format ``candidate`` (a file or directory :func:`candidates` gave under
+    ``root``) is read in: ``chosen`` if given (a file under ``root`` it does not claim
+    is passed over), else the one :func:`detect` picks. ``None`` for a file read in no
+    format; it goes to ``skipped`` with the reason, so nothing is passed over silently."""
+    fmt = chosen if chosen is not None else detect(candidate)
+    if fmt is not None and (chosen is None or candidate == root or fmt.sniff(candidate)):
+        return fmt
+    if skipped is not None:
+        if chosen is None:
+            known = ", ".join(FORMATS)
+            reason = f"no format recognises it (its first lines are none of {known})"
+        else:
+            reason = f"not a {chosen.name} file (format {chosen.name} was asked for)"
+        skipped.append(SkippedPath(candidate, reason))
+    return None
 
 
 def import_root(path: Path) -> Path:

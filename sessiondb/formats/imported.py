@@ -79,8 +79,9 @@ class BadLine:
 
 @dataclass(frozen=True, slots=True)
 class SkippedPath:
-    """A path an import passed over without opening it, and why (a symbolic link not
-    followed, a FIFO, a directory already visited, ...)."""
+    """A path an import passed over, and why: without opening it (a symbolic link not
+    followed, a FIFO, a directory already visited, ...), or a file no format recognises
+    from its first lines."""
 
     path: Path
     reason: str
@@ -127,6 +128,9 @@ class ImportedSession:
         parent_key: the key of the parent session (a subagent's or a fork's).
         fork_seq: the parent's seq the session forks after; ``0`` for a child that
             inherits nothing (a subagent); ``None`` without a parent.
+        parent_optional: the parent link holds only when the parent is stored (or
+            imported with it); else the session is stored without a parent (a Codex
+            fork, whose file holds its own copy of the history).
         bad_lines: the first ``BAD_LINES_KEPT`` bad lines.
         bad_line_count: every bad line, kept or not.
     """
@@ -137,6 +141,7 @@ class ImportedSession:
     records: Iterator[ImportedRecord]
     parent_key: str | None = None
     fork_seq: int | None = None
+    parent_optional: bool = False
     details: SessionDetails = field(default_factory=SessionDetails)
     bad_lines: list[BadLine] = field(default_factory=list)
     bad_line_count: int = 0

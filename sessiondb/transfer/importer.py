@@ -17,8 +17,9 @@ from ..errors import DatabaseError, InvalidInputError, SessionDBError
 from ..formats import (
     Format,
     ImportedSession,
+    SkippedPath,
     candidates,
-    detect,
+    chosen_format,
     get_format,
     import_root,
     native,
@@ -77,7 +78,8 @@ async def import_path(
         store: the store to write into (its namespace), or its core.
         path: a file, a session directory or a directory tree.
         format: a name of :data:`sessiondb.formats.FORMATS`, or ``"auto"`` to detect each
-            file's format (files no format claims are passed over).
+            file's format (files no format claims are passed over, and listed in
+            ``skipped_paths`` with the reason).
         strict: a bad line fails its file: nothing of that file is written.
         progress: called after each file with an :class:`ImportProgress`.
         follow_symlinks: follow symbolic links under ``path``, but only to paths
@@ -105,7 +107,7 @@ async def import_path(
             walked = candidates(
                 root, follow_symlinks=follow_symlinks, skipped=importer.report.skipped_paths
             )
-            files = list(_files(root, walked, chosen))
+            files = list(_files(root, walked, chosen, importer.report.skipped_paths))
             await _import_files(importer, files, progress)
     except BaseException:
         await importer.abandon()
@@ -178,14 +180,15 @@ async def _import_files(
 
 
 def _files(
-    root: Path, walked: Iterator[Path], chosen: Format | None
+    root: Path, walked: Iterator[Path], chosen: Format | None, skipped: list[SkippedPath]
 ) -> Iterator[tuple[Path, Format | Exception]]:
     """The session files ``walked`` under ``root`` with their formats, as ``read_path``
-    picks them; the exception instead where detection failed."""
+    picks them; the exception instead where detection failed. A file no format reads
+    goes to ``skipped`` with the reason."""
     for candidate in walked:
         try:
-            fmt = chosen if chosen is not None else detect(candidate)
-            if fmt is not None and (chosen is None or fmt.sniff(candidate) or candidate == root):
+            fmt = chosen_format(candidate, root, chosen, skipped)
+            if fmt is not None:
                 yield candidate, fmt
         except Exception as exc:  # a reader's bug must not stop the other files
             yield candidate, exc
@@ -315,11 +318,18 @@ class _Importer:
                     await self._add(prepared)
             await self._drain()
             if not progressed:
+                # A link the file may name without the parent at hand (a Codex fork holds
+                # its own copy of the history): the session is stored without it.
+                unlinked = [d for d in self.deferred if d[1].parent_optional]
+                for _, session, _ in unlinked:
+                    session.parent_key = session.fork_seq = None
                 for _, session, _ in self.deferred:
-                    parent = self._id_of(session.parent_key or "")
+                    if session.parent_key is None:
+                        continue
+                    parent = self._id_of(session.parent_key)
                     reason = f"its parent session {session.parent_key} ({parent}) is not stored"
                     self.report.failures.append(ImportFailure(session.path, reason, session.key))
-                self.deferred = []
+                self.deferred = unlinked
 
     async def _take(
         self, session: ImportedSession, session_id: str, local: set[str], ready: list[Prepared]

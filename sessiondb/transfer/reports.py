@@ -43,9 +43,10 @@ class ImportReport:
             over the store's ``max_record_bytes``, skipped.
         bad_line_count: every bad line, kept in ``bad_lines`` or not.
         failures: files or sessions not imported, with the reason.
-        skipped_paths: paths passed over unopened, with the reason: symbolic links
-            (not followed, or leading outside the root), FIFOs, sockets, devices,
-            directories reached a second time.
+        skipped_paths: paths passed over, with the reason: symbolic links (not
+            followed, or leading outside the root), FIFOs, sockets, devices,
+            directories reached a second time (none of them opened), and ``.jsonl``
+            files no format recognises (or not of the format asked for).
     """
 
     session_ids: list[str] = field(default_factory=list)

@@ -42,6 +42,16 @@ CLAUDE_FILES = (
 )
 #: The pi files of the corpus, relative to ``CORPUS / "pi"``.
 PI_FILES = ("pi-mono/large-session.jsonl",)
+#: The Codex CLI rollout files of the corpus, relative to ``CORPUS / "codex"``, sorted.
+CODEX_FILES = (
+    "agentcmd__rollout-2025-09-24T20-12-23-01997ea4-a70d-7da3-8c20-c736db82a7c5.jsonl",
+    "agentcmd__rollout-2025-09-25T09-49-46-01998190-fba6-7f40-9309-dc4e48c5844a.jsonl",
+    "agentwatch__codex-session.jsonl",
+    "codemie__rollout-2026-01-02T19-00-00-019b7f95-0000-7000-0000-000000000001.jsonl",
+    "codemie__rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl",
+    "kvsankar__session_with_compaction.jsonl",
+    "oyakata__rollout-2026-10-08T10-22-25-01a1191a-be38-7192-9d4a-d6e939ff6c5d.jsonl",
+)
 
 
 def _unavailable(reason: str) -> None:
