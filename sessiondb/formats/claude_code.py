@@ -80,6 +80,7 @@ from ..models import SessionInfo, wire_message_error
 from .base import FileFormat
 from .imported import ImportedRecord, ImportedSession, SessionDetails, SkippedPath
 from .lines import (
+    RawText,
     dump_stored_line,
     entry_payload,
     file_kind,
@@ -342,6 +343,20 @@ class _Reader(NodeTree):
         finally:
             close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
 
+    def value_records(self, values: Iterable[dict[str, Any]]) -> Iterator[ImportedRecord]:
+        """:meth:`records` of lines parsed already (JSON objects), as one file."""
+        try:
+            for value in values:
+                record = self.record(value, True, {})
+                self.position += 1
+                if not self.position % SPILL_CHECK:
+                    self.spill()
+                yield from self.hold(record)
+            yield from self.release()
+            yield from self.off_branch()
+        finally:
+            close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
+
     def hold(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         """``record`` in file order, once the split response it may belong to has ended
         (see the module's notes on split responses)."""
@@ -576,6 +591,35 @@ def _session(
     )
     session.records = _Reader(session, strict).records(parts)
     return session
+
+
+def read_values(key: str, values: Iterable[dict[str, Any]]) -> ImportedSession:
+    """The session of a transcript whose lines another store holds parsed (the Claude
+    Agent SDK's mirror): its records exactly as :meth:`ClaudeCodeFormat.read` makes them
+    from a file of those lines, in the same order, off-branch tombstones last. The
+    session's ``path`` is empty and its details are those the lines tell."""
+    session = ImportedSession(
+        key=key, format=NAME, path=Path(), records=iter(()), details=SessionDetails()
+    )
+    session.records = _Reader(session, False).value_records(values)
+    return session
+
+
+def stored_line(kind: str, payload: dict[str, Any]) -> Any | None:
+    """The transcript line a record of this format's reader holds (the inverse of the
+    reader's conversion, as the writer does it); ``None`` for what no line was read into
+    (a tombstone the reader made for a rewind) or a record of another format."""
+    envelope = payload.get(KEY)
+    if kind == "message" and isinstance(envelope, dict) and "line" in envelope:
+        return line_of(payload, envelope)
+    if kind == "compaction" and isinstance(envelope, dict) and "line" in envelope:
+        return line_of({"content": [{"type": "text", "text": payload["summary"]}]}, envelope)
+    if kind == "tombstone" and isinstance(envelope, dict) and "line" in envelope:
+        return envelope["line"]
+    if kind == "entry":
+        own, line = own_entry_line(NAME, payload)
+        return line if own and not isinstance(line, RawText) else None
+    return None
 
 
 def _parent(value: dict[str, Any]) -> str | None:
