@@ -343,11 +343,15 @@ class _Reader(NodeTree):
         finally:
             close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
 
-    def value_records(self, values: Iterable[dict[str, Any]]) -> Iterator[ImportedRecord]:
-        """:meth:`records` of lines parsed already (JSON objects), as one file."""
+    def value_records(self, values: Iterable[Any], exact: bool) -> Iterator[ImportedRecord]:
+        """:meth:`records` of lines parsed already, as one file (a value that is not an
+        object is kept as an entry, unreported); ``exact`` as :attr:`Line.exact`."""
         try:
             for value in values:
-                record = self.record(value, True, {})
+                if isinstance(value, dict):
+                    record = self.record(value, exact, {})
+                else:
+                    record = ImportedRecord("entry", entry_payload(NAME, value))
                 self.position += 1
                 if not self.position % SPILL_CHECK:
                     self.spill()
@@ -593,15 +597,19 @@ def _session(
     return session
 
 
-def read_values(key: str, values: Iterable[dict[str, Any]]) -> ImportedSession:
+def read_values(key: str, values: Iterable[Any], *, exact: bool = True) -> ImportedSession:
     """The session of a transcript whose lines another store holds parsed (the Claude
     Agent SDK's mirror): its records exactly as :meth:`ClaudeCodeFormat.read` makes them
     from a file of those lines, in the same order, off-branch tombstones last. The
-    session's ``path`` is empty and its details are those the lines tell."""
+    session's ``path`` is empty and its details are those the lines tell.
+
+    ``exact=False``: the values hold no lone surrogate (orjson wrote or read them), so
+    their keys need no look for one.
+    """
     session = ImportedSession(
         key=key, format=NAME, path=Path(), records=iter(()), details=SessionDetails()
     )
-    session.records = _Reader(session, False).value_records(values)
+    session.records = _Reader(session, False).value_records(values, exact)
     return session
 
 

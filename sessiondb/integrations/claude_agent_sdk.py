@@ -179,7 +179,7 @@ class SessionDBSessionStore:
             try:
                 await core.transact(
                     self._unit(sid, path, batch),
-                    outcome_unknown_ok=all(isinstance(e.get("uuid"), str) for e in batch),
+                    outcome_unknown_ok=all(isinstance(e, dict) and _uuid(e) for e in batch),
                 )
                 return
             except SessionNotFoundError:
@@ -299,7 +299,7 @@ class SessionDBSessionStore:
             ) from exc
 
     def _unit(
-        self, sid: str, path: tuple[str, str, str | None], batch: list[dict[str, Any]]
+        self, sid: str, path: tuple[str, str, str | None], batch: list[Any]
     ) -> Callable[[Transaction], Awaitable[None]]:
         return lambda tx: self._append_in(tx, sid, path, batch)
 
@@ -308,7 +308,7 @@ class SessionDBSessionStore:
         tx: Transaction,
         sid: str,
         path: tuple[str, str, str | None],
-        batch: list[dict[str, Any]],
+        batch: list[Any],
     ) -> None:
         """The append's transaction: under the head lock, resume the reader on the stored
         lines, append the new entries' records and the tombstones of a rewind, and fold
@@ -332,10 +332,13 @@ class SessionDBSessionStore:
                 seen.add(line["uuid"])
         # A uuid stored by an earlier append is a retry; one repeated within the batch is
         # a line of its own (the reader keeps it, as an import of the file does).
-        new = [e for e in batch if not (isinstance(e.get("uuid"), str) and e["uuid"] in seen)]
+        new = [e for e in batch if not (isinstance(e, dict) and _uuid(e) in seen)]
         if not new:
             return
-        records = list(read_values(_key(path), [*lines, *new]).records)
+        exact = any(jsoncodec.is_exact_path(r["payload"]) for r in rows) or (
+            jsoncodec.is_exact_path(jsoncodec.dumps(new))
+        )
+        records = list(read_values(_key(path), [*lines, *new], exact=exact).records)
         old, total = len(lines), len(lines) + len(new)
 
         def seq_of(position: int) -> int:
@@ -373,7 +376,8 @@ class SessionDBSessionStore:
         state = dict(state) if isinstance(state, dict) else {}
         if path[2] is None:
             sdk_key = cast("SessionKey", {"project_key": path[0], "session_id": path[1]})
-            state["summary"] = _fold(state.get("summary"), sdk_key, new)
+            objects = [e for e in new if isinstance(e, dict)]  # the fold reads objects
+            state["summary"] = _fold(state.get("summary"), sdk_key, objects)
         state["mtime"] = _ms(at)
         metadata[META] = state
         await tx.fetch(q.set_metadata(sid, core.namespace, to_json(metadata, "metadata")))
@@ -462,27 +466,28 @@ def _key(path: tuple[str, ...] | tuple[str, str, str | None]) -> str:
     return key
 
 
-def _entries(entries: Any) -> list[dict[str, Any]]:
-    """The batch as plain JSON objects (a copy, as JSON would give them back).
+def _entries(entries: Any) -> list[Any]:
+    """The batch as plain JSON values (a copy, as JSON would give them back). An entry is
+    an object as the SDK writes them; another value (a damaged line of a transcript the
+    SDK imports) is kept too, as the reader keeps it from a file.
 
     Raises:
-        InvalidInputError: not a list of JSON objects.
+        InvalidInputError: not a list, or a value JSON cannot hold.
     """
     if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
         raise InvalidInputError(f"entries must be a list, got {type(entries).__name__}")
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, Mapping):
-            raise InvalidInputError(f"entry {index}: an entry is a dict, got {brief(entry)}")
     try:
         copied = jsoncodec.loads(jsoncodec.dumps(list(entries), max_depth=jsoncodec.MAX_JSON_DEPTH))
     except SessionDBError:
         raise
     except (ValueError, TypeError, RecursionError) as exc:
         raise InvalidInputError(f"entries are not JSON: {exc}") from None
-    for index, entry in enumerate(copied):
-        if not all(isinstance(k, str) for k in entry):
-            raise InvalidInputError(f"entry {index}: a key is not a string")
-    return cast("list[dict[str, Any]]", copied)
+    return cast("list[Any]", copied)
+
+
+def _uuid(entry: dict[str, Any]) -> str | None:
+    uuid = entry.get("uuid")
+    return uuid if isinstance(uuid, str) else None
 
 
 def _fold(prev: Any, key: SessionKey, entries: list[dict[str, Any]]) -> dict[str, Any]:
