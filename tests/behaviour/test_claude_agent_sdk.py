@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
 import uuid as uuids
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ async def test_sdk_conformance(db_url: str) -> None:
     assert len(opened) > 10  # every optional contract ran, each on its own adapter
 
 
-async def test_sessions_are_real(store: SessionStore) -> None:
+async def test_sessions_are_real(store: SessionStore, tmp_path: Path) -> None:
     adapter = SessionDBSessionStore(store)
     key = {"project_key": "p", "session_id": "s"}
     entries = [json.loads(x) for x in _generated_lines()]
@@ -79,6 +81,10 @@ async def test_sessions_are_real(store: SessionStore) -> None:
     context = await store.context(sid)
     assert context[0].role == "user" and "summary of the start" in context[0].text()
     assert await adapter.load(key) == entries  # type: ignore[arg-type]
+    # Claude Code's own format writes the mirrored lines back, rewind tombstones left out.
+    (written,) = await store.export_session(sid, tmp_path, format="claude-code")
+    assert written.name == "s.jsonl"
+    assert [json.loads(x) for x in written.read_text().splitlines()] == entries
     # A subagent is a child of its main session, listed as a subkey.
     sub = {**key, "subpath": "subagents/agent-1"}
     await adapter.append(sub, [{"type": "agent_metadata", "agentType": "x"}])  # type: ignore[arg-type]
@@ -404,3 +410,46 @@ async def test_fuzz_public_methods(store: SessionStore, data: st.DataObject) -> 
                 await adapter.list_subkeys(key)
         except SessionDBError:
             pass
+
+
+def test_without_the_sdk_the_import_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['claude_agent_sdk'] = None\n"
+        "try:\n"
+        "    import sessiondb.integrations.claude_agent_sdk\n"
+        "except ImportError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == (
+        "MissingDependencyError claude-agent-sdk is not installed; "
+        "install it with: pip install 'sessiondb[claude-agent-sdk]'"
+    )
+
+
+async def test_a_subagent_before_its_main_transcript(store: SessionStore) -> None:
+    """The main session made for it holds nothing: not loaded, not listed, and its
+    first own append fills it."""
+    adapter = SessionDBSessionStore(store)
+    main = {"project_key": "p", "session_id": "s"}
+    sub = {**main, "subpath": "subagents/agent-1"}
+    await adapter.append(sub, [{"type": "user", "uuid": "x"}])  # type: ignore[arg-type]
+    assert await adapter.load(main) is None  # type: ignore[arg-type]
+    assert await adapter.list_sessions("p") == []
+    assert await adapter.list_session_summaries("p") == []
+    assert await adapter.list_subkeys(main) == ["subagents/agent-1"]  # type: ignore[arg-type]
+    await adapter.append(main, [{"type": "user", "uuid": "x"}])  # type: ignore[arg-type]
+    assert await adapter.load(main) == [{"type": "user", "uuid": "x"}]  # type: ignore[arg-type]
+    assert [s["session_id"] for s in await adapter.list_sessions("p")] == ["s"]
+    sid = await adapter.session_id(main)  # type: ignore[arg-type]
+    child = await store.get_session(await adapter.session_id(sub))  # type: ignore[arg-type]
+    assert child.parent_id == sid
+
+
+async def test_options_go_with_a_url_only(store: SessionStore) -> None:
+    with pytest.raises(InvalidInputError, match="options"):
+        SessionDBSessionStore(store, namespace="other")
+    with pytest.raises(InvalidInputError):
+        SessionDBSessionStore(42)  # type: ignore[arg-type]
+    with pytest.raises(SessionDBError):
+        SessionDBSessionStore("sqlite:///x.db", no_such_option=1)
