@@ -343,23 +343,25 @@ class _Reader(NodeTree):
         finally:
             close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
 
-    def value_records(self, values: Iterable[Any], exact: bool) -> Iterator[ImportedRecord]:
-        """:meth:`records` of lines parsed already, as one file (a value that is not an
-        object is kept as an entry, unreported); ``exact`` as :attr:`Line.exact`."""
-        try:
-            for value in values:
-                if isinstance(value, dict):
-                    record = self.record(value, exact, {})
-                else:
-                    record = ImportedRecord("entry", entry_payload(NAME, value))
-                self.position += 1
-                if not self.position % SPILL_CHECK:
-                    self.spill()
-                yield from self.hold(record)
-            yield from self.release()
-            yield from self.off_branch()
-        finally:
-            close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
+    def feed(self, values: Iterable[Any], exact: bool) -> list[ImportedRecord]:
+        """The records of lines parsed already, continuing the lines read so far (a value
+        that is not an object is kept as an entry, unreported); ``exact`` as
+        :attr:`Line.exact`. A response split over the last lines is released."""
+        records: list[ImportedRecord] = []
+        for value in values:
+            if isinstance(value, dict):
+                record = self.record(value, exact, {})
+            else:
+                record = ImportedRecord("entry", entry_payload(NAME, value))
+            self.position += 1
+            if not self.position % SPILL_CHECK:
+                self.spill()
+            records.extend(self.hold(record))
+        records.extend(self.release())
+        return records
+
+    def close(self) -> None:
+        close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
 
     def hold(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         """``record`` in file order, once the split response it may belong to has ended
@@ -513,12 +515,16 @@ class _Reader(NodeTree):
         if calls or result is not None or response is not None:
             self.links[str(node)] = [result, calls, response]
 
-    def off_branch(self) -> Iterator[ImportedRecord]:
-        """Tombstones for the messages a rewind left off the last line's branch."""
+    def off_branch(self, again: bool = False) -> Iterator[ImportedRecord]:
+        """Tombstones for the messages a rewind left off the last line's branch.
+        ``again``: more lines may follow (:class:`TranscriptFeed`), so the walk works on
+        copies of the arrays, and a forward link stays open for a later line."""
         count = len(self.positions)
         if not count:
             return
         parents, flags = self.parents, self.flags
+        if again:
+            parents, flags = array("q", parents), bytearray(flags)
         # A parent that is no line of the file (or the line itself): the line before.
         for node in range(count):
             parent = parents[node]
@@ -597,20 +603,32 @@ def _session(
     return session
 
 
-def read_values(key: str, values: Iterable[Any], *, exact: bool = True) -> ImportedSession:
-    """The session of a transcript whose lines another store holds parsed (the Claude
-    Agent SDK's mirror): its records exactly as :meth:`ClaudeCodeFormat.read` makes them
-    from a file of those lines, in the same order, off-branch tombstones last. The
-    session's ``path`` is empty and its details are those the lines tell.
+class TranscriptFeed:
+    """The reader kept between batches of one transcript's lines, parsed already (the
+    Claude Agent SDK mirrors a transcript a batch at a time): each batch's records are
+    those :meth:`ClaudeCodeFormat.read` makes of a file of every line fed so far, but
+    that a response split across two batches keeps its first part's usage. Call
+    :meth:`close` when done (the reader's indexes may be on disk)."""
 
-    ``exact=False``: the values hold no lone surrogate (orjson wrote or read them), so
-    their keys need no look for one.
-    """
-    session = ImportedSession(
-        key=key, format=NAME, path=Path(), records=iter(()), details=SessionDetails()
-    )
-    session.records = _Reader(session, False).value_records(values, exact)
-    return session
+    def __init__(self, key: str) -> None:
+        session = ImportedSession(
+            key=key, format=NAME, path=Path(), records=iter(()), details=SessionDetails()
+        )
+        self._reader = _Reader(session, False)
+
+    def feed(self, values: Iterable[Any], *, exact: bool = True) -> list[ImportedRecord]:
+        """The records of ``values``, one a line in order; ``target`` and ``first_kept``
+        count every line fed so far. ``exact=False``: the values hold no lone surrogate
+        (orjson wrote or read them), so their keys need no look for one."""
+        return self._reader.feed(values, exact)
+
+    def rewinds(self) -> list[ImportedRecord]:
+        """A tombstone for each message off the last line's branch (a rewind), over
+        every line fed, whether an earlier call named it or not."""
+        return list(self._reader.off_branch(again=True))
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 def stored_line(kind: str, payload: dict[str, Any]) -> Any | None:

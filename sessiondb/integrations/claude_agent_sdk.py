@@ -22,7 +22,7 @@ gets an empty main session, which ``load`` and the listings treat as never writt
 Deleting a main key deletes its subagents with it.
 
 **Real sessions.** Every entry goes through the Claude Code reader
-(:func:`sessiondb.formats.claude_code.read_values`) into one record: a message, a
+(:class:`sessiondb.formats.claude_code.TranscriptFeed`) into one record: a message, a
 compaction (a compact summary), a tombstone (cersei's), or an entry (progress lines,
 titles, ``agent_metadata``, lines without a ``uuid``, …). The context, compaction,
 forks, export and the CLI see a mirrored session like an imported file: its
@@ -39,11 +39,15 @@ transaction, so concurrent appends, in any process, are ordered by commit and ne
 lose a fold. ``mtime`` (listings and summaries alike) is the time of the session's last
 append, in epoch milliseconds.
 
-**Cost and limits.** An append reads the session's stored lines to resume the reader
-(tool names, the branch, compact boundaries), so its cost grows with the session's
-length. The parts of one API response that arrive in separate appends keep the usage
-of the first part's line (an import of the file takes the largest over the parts). A
-rewind that later returns to a branch hidden earlier keeps that branch hidden.
+**Cost and limits.** The reader's state after a session's lines is kept between the
+adapter's appends to it (for ``MIRRORS_KEPT`` sessions), so an append reads only its own
+entries, plus one pass over the session's line tree to find a rewind. When another
+writer appended meanwhile (the locked head is not the one the adapter left), the state
+is rebuilt from the stored lines, at a cost that grows with the session's length; both
+ways store the same records. The parts of one API response that arrive in separate
+appends keep the usage of the first part's line (an import of the file takes the
+largest over the parts). A rewind that later returns to a branch hidden earlier keeps
+that branch hidden.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -67,7 +72,7 @@ from ..errors import (
     SessionNotFoundError,
     brief,
 )
-from ..formats.claude_code import read_values, stored_line
+from ..formats.claude_code import TranscriptFeed, stored_line
 from ..rows import HeadDelta, NewRecord, new_session_row
 from ..store import SessionStore
 from ..transfer.checks import record_row
@@ -95,6 +100,21 @@ KEY_PREFIX = "claude-agent-sdk:"
 #: The member of a session's metadata that holds the adapter's state (``mtime``, ``summary``).
 META = "claudeAgentSdk"
 _ESCAPED = re.compile("%(25|2F)")
+#: Sessions whose reader state an adapter keeps between appends (the most recent).
+MIRRORS_KEPT = 64
+
+
+@dataclass
+class _Mirror:
+    """The reader's state after a session's stored lines, valid while ``head`` is the
+    session's head: ``seqs`` is the seq of each line fed (by position), ``hidden`` the
+    seqs tombstoned, ``seen`` the uuids stored."""
+
+    feed: TranscriptFeed
+    head: int
+    seqs: list[int]
+    hidden: set[int]
+    seen: set[str]
 
 
 class SessionDBSessionStore:
@@ -137,6 +157,8 @@ class SessionDBSessionStore:
             )
         self._migrate_first = create_tables
         self._ready: asyncio.Lock | None = None
+        # The reader's state after each session this adapter appended to last.
+        self._mirrors: dict[str, _Mirror] = {}
 
     @property
     def store(self) -> SessionStore:
@@ -145,6 +167,8 @@ class SessionDBSessionStore:
 
     async def close(self) -> None:
         """Close the store if this adapter opened it; else nothing."""
+        while self._mirrors:
+            self._mirrors.popitem()[1].feed.close()
         if self._owns_store:
             await self._store.close()
 
@@ -177,10 +201,11 @@ class SessionDBSessionStore:
             sid = await self._session(path, create=True)
             assert sid is not None
             try:
-                await core.transact(
+                mirror = await core.transact(
                     self._unit(sid, path, batch),
                     outcome_unknown_ok=all(isinstance(e, dict) and _uuid(e) for e in batch),
                 )
+                self._keep(sid, mirror)
                 return
             except SessionNotFoundError:
                 if attempt == 2:  # deleted again between lookup and append
@@ -300,8 +325,52 @@ class SessionDBSessionStore:
 
     def _unit(
         self, sid: str, path: tuple[str, str, str | None], batch: list[Any]
-    ) -> Callable[[Transaction], Awaitable[None]]:
+    ) -> Callable[[Transaction], Awaitable[_Mirror]]:
         return lambda tx: self._append_in(tx, sid, path, batch)
+
+    def _keep(self, sid: str, mirror: _Mirror) -> None:
+        """Keep ``mirror`` for the session's next append (committed, so it is the state
+        of the stored lines)."""
+        old = self._mirrors.pop(sid, None)
+        if old is not None and old is not mirror:
+            old.feed.close()
+        self._mirrors[sid] = mirror
+        while len(self._mirrors) > MIRRORS_KEPT:
+            oldest = next(iter(self._mirrors))
+            self._mirrors.pop(oldest).feed.close()
+
+    async def _mirror(
+        self, tx: Transaction, sid: str, path: tuple[str, str, str | None], head: int
+    ) -> _Mirror:
+        """The reader's state after the session's stored lines: this adapter's own from
+        its last append if nobody appended since (the head it saw is still the head),
+        else read back from the rows."""
+        mirror = self._mirrors.pop(sid, None)
+        if mirror is not None and mirror.head == head:
+            return mirror
+        if mirror is not None:
+            mirror.feed.close()
+        rows = await self._store.core.lineage_rows(tx, sid, include_tombstoned=True)
+        mirror = _Mirror(TranscriptFeed(_key(path)), head, [], set(), set())
+        lines: list[Any] = []
+        exact = False
+        for row in rows:
+            if row["kind"] == "tombstone" and row["target_seq"] is not None:
+                mirror.hidden.add(int(row["target_seq"]))
+            line = stored_line(row["kind"], jsoncodec.loads(row["payload"]))
+            if line is None:
+                continue  # a rewind's tombstone, or a record sessiondb itself added
+            exact = exact or jsoncodec.is_exact_path(row["payload"])
+            lines.append(line)
+            mirror.seqs.append(int(row["seq"]))
+            if isinstance(line, dict) and _uuid(line) is not None:
+                mirror.seen.add(line["uuid"])
+        try:
+            mirror.feed.feed(lines, exact=exact)
+        except BaseException:
+            mirror.feed.close()
+            raise
+        return mirror
 
     async def _append_in(
         self,
@@ -309,55 +378,54 @@ class SessionDBSessionStore:
         sid: str,
         path: tuple[str, str, str | None],
         batch: list[Any],
-    ) -> None:
-        """The append's transaction: under the head lock, resume the reader on the stored
-        lines, append the new entries' records and the tombstones of a rewind, and fold
-        the summary."""
+    ) -> _Mirror:
+        """The append's transaction: under the head lock, the reader resumed after the
+        stored lines reads the new entries; their records and the tombstones of a
+        rewind are appended, and the summary folded. The reader's state after it, for
+        the next append."""
         core = self._store.core
         head = await core.lock_head(tx, sid)
-        rows = await core.lineage_rows(tx, sid, include_tombstoned=True)
-        lines: list[Any] = []
-        seqs: list[int] = []
-        hidden: set[int] = set()
-        seen: set[str] = set()
-        for row in rows:
-            if row["kind"] == "tombstone" and row["target_seq"] is not None:
-                hidden.add(int(row["target_seq"]))
-            line = stored_line(row["kind"], jsoncodec.loads(row["payload"]))
-            if line is None:
-                continue
-            lines.append(line)
-            seqs.append(int(row["seq"]))
-            if isinstance(line, dict) and isinstance(line.get("uuid"), str):
-                seen.add(line["uuid"])
+        mirror = await self._mirror(tx, sid, path, head)
+        try:
+            return await self._append_new(tx, sid, path, batch, head, mirror)
+        except BaseException:
+            mirror.feed.close()  # it read lines that were not stored
+            raise
+
+    async def _append_new(
+        self,
+        tx: Transaction,
+        sid: str,
+        path: tuple[str, str, str | None],
+        batch: list[Any],
+        head: int,
+        mirror: _Mirror,
+    ) -> _Mirror:
+        core = self._store.core
         # A uuid stored by an earlier append is a retry; one repeated within the batch is
         # a line of its own (the reader keeps it, as an import of the file does).
-        new = [e for e in batch if not (isinstance(e, dict) and _uuid(e) in seen)]
+        new = [e for e in batch if not (isinstance(e, dict) and _uuid(e) in mirror.seen)]
         if not new:
-            return
-        exact = any(jsoncodec.is_exact_path(r["payload"]) for r in rows) or (
-            jsoncodec.is_exact_path(jsoncodec.dumps(new))
-        )
-        records = list(read_values(_key(path), [*lines, *new], exact=exact).records)
-        old, total = len(lines), len(lines) + len(new)
-
-        def seq_of(position: int) -> int:
-            return seqs[position] if position < old else head + 1 + position - old
-
+            return mirror
+        exact = jsoncodec.is_exact_path(jsoncodec.dumps(new))
+        records = mirror.feed.feed(new, exact=exact)
+        old = len(mirror.seqs)
+        mirror.seqs.extend(range(head + 1, head + 1 + len(new)))
         built: list[NewRecord] = []
-        for index, record in enumerate(records[old:total]):
+        for index, record in enumerate(records):
             seq = head + 1 + index
             if record.first_kept is not None:
-                record.first_kept = seq_of(record.first_kept) - 1
+                record.first_kept = mirror.seqs[record.first_kept] - 1
             if record.target is not None:
-                record.target = seq_of(record.target) - 1
+                record.target = mirror.seqs[record.target] - 1
             built.append(record_row(record, seq, 0, f"entry {index}"))
-        for record in records[total:]:  # the reader's tombstones for a rewind
+        assert len(built) == len(new) and len(mirror.seqs) == old + len(new)
+        for record in mirror.feed.rewinds():
             assert record.target is not None
-            target = seq_of(record.target)
-            if target in hidden:
+            target = mirror.seqs[record.target]
+            if target in mirror.hidden:
                 continue
-            hidden.add(target)
+            mirror.hidden.add(target)
             record.target = target - 1
             built.append(record_row(record, head + 1 + len(built), 0, "rewind tombstone"))
         for index, made in enumerate(built):
@@ -367,6 +435,8 @@ class SessionDBSessionStore:
         first = await tx.append(head_values, [r.append_values() for r in built])
         if first != head + 1:  # the row lock held since lock_head makes this impossible
             raise ConflictError(f"session {sid}: its head moved during a locked append")
+        mirror.head = head + len(built)
+        mirror.seen.update(u for e in new if isinstance(e, dict) and (u := _uuid(e)) is not None)
         found = await tx.fetch(q.get_session(sid, core.namespace))
         text = found[0]["metadata_json"]
         metadata = jsoncodec.loads(text) if text else {}
@@ -381,6 +451,7 @@ class SessionDBSessionStore:
         state["mtime"] = _ms(at)
         metadata[META] = state
         await tx.fetch(q.set_metadata(sid, core.namespace, to_json(metadata, "metadata")))
+        return mirror
 
     async def _lines(self, sid: str) -> list[Any]:
         core = self._store.core

@@ -266,6 +266,30 @@ def _without_usage(messages: list[Any]) -> list[Any]:
     return [(m.role, m.content, m.tool_call_id) for m in messages]
 
 
+async def test_a_writer_that_reads_back_stores_what_one_that_remembers_does(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """One adapter keeps the reader's state between its appends; two taking turns each
+    find the head moved and read the stored lines back. Both store the same records."""
+    sources = [source for _, source in _transcripts(tmp_path)]
+    one = SessionDBSessionStore(store)
+    turns = [SessionDBSessionStore(store), SessionDBSessionStore(store)]
+    for number, source in enumerate(sources):
+        lines = [json.loads(x) for x in source.read_text().splitlines() if x.strip()]
+        kept = {"project_key": "kept", "session_id": str(number)}
+        read = {"project_key": "read", "session_id": str(number)}
+        for n, start in enumerate(range(0, len(lines), 7)):
+            await one.append(kept, lines[start : start + 7])  # type: ignore[arg-type]
+            await turns[n % 2].append(read, lines[start : start + 7])  # type: ignore[arg-type]
+        records = []
+        for key in (kept, read):
+            sid = await one.session_id(key)  # type: ignore[arg-type]
+            stored = await store.records(sid, include_tombstoned=True)
+            records.append([r.model_dump(exclude={"session_id", "created_at"}) for r in stored])
+        assert records[0] == records[1], source.name
+        assert records[0], source.name
+
+
 async def test_fork_via_store(
     store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
