@@ -608,6 +608,33 @@ _RENAME = (
 )
 
 
+def set_metadata(session_id: str, namespace: str, metadata_json: str | None) -> Bound:
+    """Set the session's metadata (JSON text); returns ``id`` when the session exists."""
+    return _SET_METADATA, _scope(session_id, namespace, meta=metadata_json)
+
+
+_SET_METADATA = (
+    update(sessions)
+    .where(sessions.c.id == SID, sessions.c.namespace == NS)
+    .values(metadata_json=bindparam("meta", type_=Text()))
+    .returning(sessions.c.id)
+)
+
+
+def sessions_with_key_prefix(namespace: str, prefix: str) -> Bound:
+    """Sessions of ``namespace`` whose key starts with ``prefix`` (``%`` and ``_`` in it
+    match themselves), without their turns: the sessions one integration keeps under
+    one scope of its own (the Claude Agent SDK's ``project_key``)."""
+    escaped = prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return _SESSIONS_WITH_KEY_PREFIX, {"ns": namespace, "pattern": escaped + "%"}
+
+
+_SESSIONS_WITH_KEY_PREFIX = select(sessions).where(
+    sessions.c.namespace == NS,
+    sessions.c.key.like(bindparam("pattern", type_=Text()), escape="!"),
+)
+
+
 def delete_sessions(ids: list[str], flavour: str) -> tuple[Bound, Bound]:
     """Delete the records, then the sessions (children before parents, one statement)."""
     value = {"ids": list_param(ids, flavour)}

@@ -80,6 +80,7 @@ from ..models import SessionInfo, wire_message_error
 from .base import FileFormat
 from .imported import ImportedRecord, ImportedSession, SessionDetails, SkippedPath
 from .lines import (
+    RawText,
     dump_stored_line,
     entry_payload,
     file_kind,
@@ -342,6 +343,26 @@ class _Reader(NodeTree):
         finally:
             close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
 
+    def feed(self, values: Iterable[Any], exact: bool) -> list[ImportedRecord]:
+        """The records of lines parsed already, continuing the lines read so far (a value
+        that is not an object is kept as an entry, unreported); ``exact`` as
+        :attr:`Line.exact`. A response split over the last lines is released."""
+        records: list[ImportedRecord] = []
+        for value in values:
+            if isinstance(value, dict):
+                record = self.record(value, exact, {})
+            else:
+                record = ImportedRecord("entry", entry_payload(NAME, value))
+            self.position += 1
+            if not self.position % SPILL_CHECK:
+                self.spill()
+            records.extend(self.hold(record))
+        records.extend(self.release())
+        return records
+
+    def close(self) -> None:
+        close_spilled(self.index, self.pending, self.links, self.responses, self.tool_names)
+
     def hold(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         """``record`` in file order, once the split response it may belong to has ended
         (see the module's notes on split responses)."""
@@ -494,12 +515,16 @@ class _Reader(NodeTree):
         if calls or result is not None or response is not None:
             self.links[str(node)] = [result, calls, response]
 
-    def off_branch(self) -> Iterator[ImportedRecord]:
-        """Tombstones for the messages a rewind left off the last line's branch."""
+    def off_branch(self, again: bool = False) -> Iterator[ImportedRecord]:
+        """Tombstones for the messages a rewind left off the last line's branch.
+        ``again``: more lines may follow (:class:`TranscriptFeed`), so the walk works on
+        copies of the arrays, and a forward link stays open for a later line."""
         count = len(self.positions)
         if not count:
             return
         parents, flags = self.parents, self.flags
+        if again:
+            parents, flags = array("q", parents), bytearray(flags)
         # A parent that is no line of the file (or the line itself): the line before.
         for node in range(count):
             parent = parents[node]
@@ -576,6 +601,51 @@ def _session(
     )
     session.records = _Reader(session, strict).records(parts)
     return session
+
+
+class TranscriptFeed:
+    """The reader kept between batches of one transcript's lines, parsed already (the
+    Claude Agent SDK mirrors a transcript a batch at a time): each batch's records are
+    those :meth:`ClaudeCodeFormat.read` makes of a file of every line fed so far, but
+    that a response split across two batches keeps its first part's usage. Call
+    :meth:`close` when done (the reader's indexes may be on disk)."""
+
+    def __init__(self, key: str) -> None:
+        session = ImportedSession(
+            key=key, format=NAME, path=Path(), records=iter(()), details=SessionDetails()
+        )
+        self._reader = _Reader(session, False)
+
+    def feed(self, values: Iterable[Any], *, exact: bool = True) -> list[ImportedRecord]:
+        """The records of ``values``, one a line in order; ``target`` and ``first_kept``
+        count every line fed so far. ``exact=False``: the values hold no lone surrogate
+        (orjson wrote or read them), so their keys need no look for one."""
+        return self._reader.feed(values, exact)
+
+    def rewinds(self) -> list[ImportedRecord]:
+        """A tombstone for each message off the last line's branch (a rewind), over
+        every line fed, whether an earlier call named it or not."""
+        return list(self._reader.off_branch(again=True))
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+def stored_line(kind: str, payload: dict[str, Any]) -> Any | None:
+    """The transcript line a record of this format's reader holds (the inverse of the
+    reader's conversion, as the writer does it); ``None`` for what no line was read into
+    (a tombstone the reader made for a rewind) or a record of another format."""
+    envelope = payload.get(KEY)
+    if kind == "message" and isinstance(envelope, dict) and "line" in envelope:
+        return line_of(payload, envelope)
+    if kind == "compaction" and isinstance(envelope, dict) and "line" in envelope:
+        return line_of({"content": [{"type": "text", "text": payload["summary"]}]}, envelope)
+    if kind == "tombstone" and isinstance(envelope, dict) and "line" in envelope:
+        return envelope["line"]
+    if kind == "entry":
+        own, line = own_entry_line(NAME, payload)
+        return line if own and not isinstance(line, RawText) else None
+    return None
 
 
 def _parent(value: dict[str, Any]) -> str | None:

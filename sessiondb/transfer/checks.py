@@ -111,7 +111,7 @@ class SessionRows:
             seq = self.base + index + 1
             where = f"record {index + 1} (seq {seq})"
             try:
-                row = _record(record, seq, self.base, where)
+                row = record_row(record, seq, self.base, where)
                 check_record_size(row.payload, self.max_bytes, where)
             except InvalidInputError as exc:
                 # The uuid finds the line in the file (a record is not always one line).
@@ -222,7 +222,7 @@ def _guarded(session: ImportedSession) -> Iterator[ImportedRecord]:
         raise ReaderCrash(crash_reason(f"the {session.format} reader", exc)) from exc
 
 
-def _record(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecord:
+def record_row(record: ImportedRecord, seq: int, base: int, where: str) -> NewRecord:
     """One record's row, checked as the store checks an append.
 
     Raises:
