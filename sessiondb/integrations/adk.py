@@ -1,0 +1,584 @@
+"""Google ADK's ``BaseSessionService`` on sessiondb: :class:`SessionDBSessionService`.
+
+.. code-block:: python
+
+    from google.adk.runners import Runner
+    from sessiondb.integrations.adk import SessionDBSessionService
+
+    service = SessionDBSessionService("postgresql://…")
+    runner = Runner(agent=agent, app_name="app", session_service=service)
+
+How ADK's sessions are stored:
+
+- An ADK session, addressed by ``(app_name, user_id, session_id)``, is a sessiondb
+  session of the store's namespace (its ADK address also in its ``metadata["adk"]``),
+  and a row of ``sessiondb_adk_sessions`` that maps the address to it and holds the
+  session-scoped state and ADK's last update time. ``app:`` and ``user:`` state live in
+  ``sessiondb_adk_state``, one row per app and per (app, user), keys without the prefix.
+- Each event is one ``message`` record: a ``user`` message when the user wrote it, else
+  an ``assistant`` message, with the event's text parts as text blocks (thoughts as
+  thinking blocks), so sessiondb's context, search, export and CLI read an ADK
+  conversation like any other. The event itself is kept whole under the wire field
+  ``adkEvent`` and read back from there; the event id is the record's uuid, so a
+  re-sent event is stored once.
+- ``append_event`` writes the record, the session state, the update time and any
+  ``app:``/``user:`` state in one transaction, under the session's row lock: appends from
+  any number of processes are all kept, in commit order, none twice, and state deltas
+  merge key by key (no update is lost). ``temp:`` state stays in the caller's session
+  object, never stored (ADK's base class trims it).
+
+What this service does not do that ADK's ``DatabaseSessionService`` does: it never
+raises ``StaleSessionError``. ADK's contract allows that error ("when a persistent
+implementation detects…"), its shared contract tests do not require it, and
+``InMemorySessionService`` never raises it; here an append by a caller whose session
+object is older than the stored one is simply added after the others (nothing the
+caller did not write is overwritten).
+
+ADK's compaction and rewind events are stored as events and returned by
+``get_session`` unchanged; ADK's runner applies them when it builds the model's
+context, as it does with every session service. They are not turned into sessiondb
+overlays, because they do not mean the same thing: see the README section.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Unpack
+
+from .. import jsoncodec
+from .. import statements as q
+from ..backends import IntegrityViolation, Transaction
+from ..config import Settings, StoreOptions
+from ..core import UUID_CONSTRAINT, Core, now
+from ..errors import (
+    ConflictError,
+    InvalidInputError,
+    MissingDependencyError,
+    NotFoundError,
+    SessionNotFoundError,
+)
+from ..lifecycle import delete as delete_sessions
+from ..rows import message_record, new_session_row
+from ..store import SessionStore
+from ..tables import sessions
+from ..validation import check_record_size, column_text
+
+try:
+    from google.adk.errors.already_exists_error import AlreadyExistsError
+    from google.adk.errors.session_not_found_error import (
+        SessionNotFoundError as AdkSessionNotFoundError,
+    )
+    from google.adk.events.event import Event
+    from google.adk.sessions import _session_util
+    from google.adk.sessions.base_session_service import (
+        BaseSessionService,
+        GetSessionConfig,
+        ListSessionsResponse,
+    )
+    from google.adk.sessions.session import Session
+    from google.adk.sessions.state import State
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingDependencyError("google-adk", "adk") from exc
+
+__all__ = [
+    "ADK_FIELD",
+    "SessionDBSessionService",
+    "SessionExistsError",
+    "UnknownSessionError",
+    "event_message",
+]
+
+#: The wire field of a sessiondb message that holds the ADK event as appended.
+ADK_FIELD = "adkEvent"
+# Events read per statement while walking back for ``after_timestamp``.
+_PAGE = 256
+# Attempts at an append whose event id collides with a concurrent writer's.
+_ATTEMPTS = 3
+_PK = "pk_sessiondb_adk_sessions"
+
+
+class SessionExistsError(ConflictError, AlreadyExistsError):
+    """The app and user have a session with this id already (ADK's
+    ``AlreadyExistsError``, and a sessiondb :class:`ConflictError`)."""
+
+    def __init__(self, session_id: str) -> None:
+        ConflictError.__init__(self, f"Session with id {session_id} already exists.")
+        self.message = str(self)
+
+
+class UnknownSessionError(NotFoundError, AdkSessionNotFoundError):
+    """No ADK session with this app, user and id (ADK's ``SessionNotFoundError``, and a
+    sessiondb :class:`NotFoundError`)."""
+
+    def __init__(self, session_id: str) -> None:
+        NotFoundError.__init__(self, f"Session {session_id} not found.")
+
+
+class SessionDBSessionService(BaseSessionService):
+    """ADK sessions, their events and their state in a sessiondb store.
+
+    Pass it to ADK's ``Runner(session_service=...)``. Every method is one short
+    transaction (``get_session`` and ``list_sessions``: a few reads by index).
+    """
+
+    def __init__(
+        self,
+        store_or_url: SessionStore | str | None = None,
+        *,
+        namespace: str | None = None,
+        create_tables: bool = False,
+        **open_kwargs: Unpack[StoreOptions],
+    ) -> None:
+        """A service on ``store_or_url``: an open :class:`SessionStore` (the caller
+        closes it), or a URL as :meth:`SessionStore.open` takes it, with its
+        ``namespace`` and connection options (:meth:`close` closes that store).
+
+        Args:
+            create_tables: run sessiondb's migrations before the first call (for
+                development; services run ``sessiondb migrate`` at deploy time).
+
+        Raises:
+            ConfigurationError: the URL, namespace or options are unusable.
+            InvalidInputError: a store and store options were both given.
+        """
+        if not isinstance(create_tables, bool):
+            raise InvalidInputError(f"create_tables must be True or False, got {create_tables!r}")
+        if isinstance(store_or_url, SessionStore):
+            if namespace is not None or open_kwargs:
+                raise InvalidInputError("pass a namespace and options to the store, not here")
+            self._store = store_or_url
+            self._owns_store = False
+        else:
+            if store_or_url is not None and not isinstance(store_or_url, str):
+                raise InvalidInputError(
+                    f"store_or_url must be a SessionStore or a URL, got "
+                    f"{type(store_or_url).__name__}"
+                )
+            self._store = SessionStore(Settings.from_options(store_or_url, namespace, open_kwargs))
+            self._owns_store = True
+        self._core: Core = self._store.core
+        self._migrate_first = create_tables
+        # sessiondb ids of ADK sessions seen, by address; bounded (a miss costs a lookup).
+        self._ids: dict[tuple[str, str, str], str] = {}
+
+    @property
+    def store(self) -> SessionStore:
+        """The store the sessions live in."""
+        return self._store
+
+    async def close(self) -> None:
+        """Close the store if the service opened it; else nothing."""
+        if self._owns_store:
+            await self._store.close()
+
+    async def __aenter__(self) -> SessionDBSessionService:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- BaseSessionService ------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create an empty session; ``app:`` and ``user:`` keys of ``state`` go to the
+        app's and the user's state.
+
+        Raises:
+            SessionExistsError: the user has a session with this id (ADK's
+                ``AlreadyExistsError``).
+            InvalidInputError: a bad name, id or state.
+        """
+        app, user = _name(app_name, "app_name"), _name(user_id, "user_id")
+        given = _session_id(session_id, optional=True)
+        adk_id = given or Event.new_id()
+        if state is not None and not isinstance(state, Mapping):
+            raise InvalidInputError(f"state must be a dict, got {type(state).__name__}")
+        deltas = _deltas(dict(state or {}))
+        await self._ready()
+        core = self._core
+        stamp = time.time()
+        row = new_session_row(
+            core.namespace,
+            core.max_record_bytes,
+            now(),
+            metadata={"adk": {"app_name": app, "user_id": user, "session_id": adk_id}},
+        )
+        session_json = _dumps(deltas["session"], core)
+
+        async def unit(tx: Transaction) -> list[Any]:
+            if given is not None and await tx.fetch(
+                q.adk_session(core.namespace, app, user, adk_id)
+            ):
+                raise SessionExistsError(adk_id)
+            await tx.fetch((q.insert_rows(sessions.name), row))
+            values = {
+                "namespace": core.namespace,
+                "app_name": app,
+                "user_id": user,
+                "adk_id": adk_id,
+                "session_id": row["id"],
+                "state_json": session_json,
+                "update_time": stamp,
+            }
+            await tx.fetch(q.adk_insert_session(values))
+            await _merge_scoped(tx, core, app, user, deltas)
+            return await tx.fetch(q.adk_session(core.namespace, app, user, adk_id))
+
+        try:
+            found = await core.transact(unit)
+        except IntegrityViolation as exc:
+            if exc.constraint == _PK:
+                raise SessionExistsError(adk_id) from None
+            raise core.integrity_error(exc) from exc
+        self._remember((app, user, adk_id), row["id"])
+        return Session(
+            id=adk_id,
+            app_name=app,
+            user_id=user,
+            state=_merged(found[0]),
+            events=[],
+            last_update_time=stamp,
+        )
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """The session with its merged state and its events (``None`` if missing).
+
+        ``config.num_recent_events`` reads only the last so many events, and
+        ``config.after_timestamp`` walks back from the newest event to the last one
+        older than it (as ``InMemorySessionService`` does): by the records' index, at a
+        cost that follows the events returned, not the session's length.
+        """
+        app, user = _name(app_name, "app_name"), _name(user_id, "user_id")
+        adk_id = _session_id(session_id)
+        if config is not None and not isinstance(config, GetSessionConfig):
+            raise InvalidInputError(
+                f"config must be a GetSessionConfig, got {type(config).__name__}"
+            )
+        await self._ready()
+        rows = await self._core.backend.fetch(
+            q.adk_session(self._core.namespace, app, user, adk_id)
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        self._remember((app, user, adk_id), row["session_id"])
+        events = await self._events(row["session_id"], int(row["last_seq"]), config)
+        return Session(
+            id=adk_id,
+            app_name=app,
+            user_id=user,
+            state=_merged(row),
+            events=events,
+            last_update_time=float(row["update_time"]),
+        )
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """The app's sessions (one user's, with ``user_id``), oldest update first, with
+        their merged state and no events: two reads by index, none per session."""
+        app = _name(app_name, "app_name")
+        user = None if user_id is None else _name(user_id, "user_id")
+        await self._ready()
+        backend, ns = self._core.backend, self._core.namespace
+        found = await backend.fetch(q.adk_list(ns, app, user))
+        app_state: dict[str, Any] = {}
+        user_states: dict[str, dict[str, Any]] = {}
+        for r in await backend.fetch(q.adk_states(ns, app, user)):
+            if r["scope"] == "app":
+                app_state = jsoncodec.loads(r["state_json"])
+            else:
+                user_states[r["user_id"]] = jsoncodec.loads(r["state_json"])
+        return ListSessionsResponse(
+            sessions=[
+                Session(
+                    id=r["adk_id"],
+                    app_name=app,
+                    user_id=r["user_id"],
+                    state=_merge(
+                        jsoncodec.loads(r["state_json"]),
+                        app_state,
+                        user_states.get(r["user_id"], {}),
+                    ),
+                    events=[],
+                    last_update_time=float(r["update_time"]),
+                )
+                for r in found
+            ]
+        )
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete the session and its events; nothing when there is none. The app's and
+        user's state stay.
+
+        Raises:
+            HasChildrenError: the sessiondb session has forks (made through sessiondb).
+        """
+        app, user = _name(app_name, "app_name"), _name(user_id, "user_id")
+        adk_id = _session_id(session_id)
+        await self._ready()
+        self._ids.pop((app, user, adk_id), None)
+        rows = await self._core.backend.fetch(
+            q.adk_session(self._core.namespace, app, user, adk_id)
+        )
+        if not rows:
+            return
+        try:
+            await delete_sessions(self._core, rows[0]["session_id"], False)
+        except SessionNotFoundError:
+            return  # deleted meanwhile
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state (keys without ``user:``); ``{}`` when none is stored."""
+        app, user = _name(app_name, "app_name"), _name(user_id, "user_id")
+        await self._ready()
+        for r in await self._core.backend.fetch(q.adk_states(self._core.namespace, app, user)):
+            if r["scope"] == "user":
+                state: dict[str, Any] = jsoncodec.loads(r["state_json"])
+                return state
+        return {}
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Store ``event`` and its state delta in one transaction, then apply it to
+        ``session``. A partial event is neither; an event whose id is stored already is
+        returned as it is (a retry).
+
+        Raises:
+            UnknownSessionError: the session does not exist (ADK's
+                ``SessionNotFoundError``).
+            InvalidInputError: ``session`` or ``event`` is not ADK's, or the event is
+                bigger than the store's ``max_record_bytes``.
+        """
+        if not isinstance(session, Session):
+            raise InvalidInputError(f"session must be an ADK Session, got {type(session).__name__}")
+        if not isinstance(event, Event):
+            raise InvalidInputError(f"event must be an ADK Event, got {type(event).__name__}")
+        if event.partial:
+            return event
+        address = (
+            _name(session.app_name, "session.app_name"),
+            _name(session.user_id, "session.user_id"),
+            _session_id(session.id),
+        )
+        if not event.id:
+            event.id = Event.new_id()
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        deltas = _deltas(event.actions.state_delta if event.actions else {})
+        record = message_record(event_message(event), 0)
+        check_record_size(record.payload, self._core.max_record_bytes, "event")
+        await self._ready()
+        core = self._core
+        stamp = float(event.timestamp)
+
+        async def unit(tx: Transaction) -> bool:
+            stored = await tx.fetch(q.existing_uuids(sid, core.namespace, [event.id], core.flavour))
+            if stored:
+                return False
+            await core.append_in(tx, sid, [record])  # takes the session's row lock
+            current = await tx.fetch(q.adk_session_state(sid))
+            state = jsoncodec.loads(current[0]["state_json"]) if current else {}
+            state.update(deltas["session"])
+            await tx.fetch(q.adk_update_session(sid, _dumps(state, core), stamp))
+            await _merge_scoped(tx, core, address[0], address[1], deltas)
+            return True
+
+        for attempt in (1, 2):
+            sid = await self._sid(address)
+            try:
+                appended = await self._append(unit)
+                break
+            except SessionNotFoundError:
+                self._ids.pop(address, None)
+                if attempt == 2:
+                    raise UnknownSessionError(address[2]) from None
+        if appended:
+            self._commit_event_to_session(session, event)
+            session.last_update_time = stamp
+        return event
+
+    # -- helpers ------------------------------------------------------------------------
+
+    async def _append(self, unit: Any) -> bool:
+        for _attempt in range(_ATTEMPTS):
+            try:
+                appended: bool = await self._core.transact(unit, outcome_unknown_ok=True)
+                return appended
+            except IntegrityViolation as exc:
+                # A concurrent writer stored the same event id first: the next attempt
+                # finds it and writes nothing.
+                if exc.constraint != UUID_CONSTRAINT:
+                    raise self._core.integrity_error(exc) from exc
+        raise ConflictError("an event id kept colliding with concurrent writers")
+
+    async def _sid(self, address: tuple[str, str, str]) -> str:
+        sid = self._ids.get(address)
+        if sid is not None:
+            return sid
+        rows = await self._core.backend.fetch(q.adk_session(self._core.namespace, *address))
+        if not rows:
+            raise UnknownSessionError(address[2])
+        sid = str(rows[0]["session_id"])
+        self._remember(address, sid)
+        return sid
+
+    def _remember(self, address: tuple[str, str, str], sid: str) -> None:
+        if len(self._ids) >= 10_000:
+            self._ids.clear()
+        self._ids[address] = sid
+
+    async def _ready(self) -> None:
+        if self._migrate_first:
+            await self._store.migrate()
+            self._migrate_first = False
+
+    async def _events(
+        self, sid: str, last_seq: int, config: GetSessionConfig | None
+    ) -> list[Event]:
+        backend = self._core.backend
+        recent = config.num_recent_events if config is not None else None
+        after = config.after_timestamp if config is not None else None
+        if recent == 0:
+            return []
+        if recent is None and after is None:
+            rows = await backend.fetch(q.adk_events(sid, last_seq, None))
+            return [payload_event(r["payload"]) for r in rows]
+        events: list[Event] = []
+        to_seq = last_seq
+        while True:
+            page = recent - len(events) if recent is not None else _PAGE
+            rows = await backend.fetch(q.adk_events(sid, to_seq, page))
+            for r in rows:
+                event = payload_event(r["payload"])
+                if after is not None and event.timestamp < after:
+                    return events[::-1]
+                events.append(event)
+            if len(rows) < page or (recent is not None and len(events) >= recent):
+                return events[::-1]
+            to_seq = int(rows[-1]["seq"]) - 1
+
+
+# -- events <-> messages, state: plain functions -------------------------------------------
+
+
+def event_message(event: Event) -> dict[str, Any]:
+    """The sessiondb wire message that stores one ADK event: its text as content blocks
+    (for sessiondb's context and exports) and the event whole under :data:`ADK_FIELD`."""
+    blocks: list[dict[str, Any]] = []
+    content = event.content
+    for part in (content.parts or []) if content is not None else []:
+        if isinstance(part.text, str):
+            if part.thought:
+                blocks.append({"type": "thinking", "thinking": part.text})
+            else:
+                blocks.append({"type": "text", "text": part.text})
+    return {
+        "role": "user" if event.author == "user" else "assistant",
+        "content": blocks,
+        "uuid": event.id,
+        ADK_FIELD: event.model_dump(mode="json", exclude_none=True),
+    }
+
+
+def payload_event(payload: str) -> Event:
+    """The ADK event a stored message holds (a message written by other code becomes an
+    event of its text, authored by ``user`` or ``model``)."""
+    wire = jsoncodec.loads(payload)
+    data = wire.get(ADK_FIELD)
+    if isinstance(data, dict):
+        return Event.model_validate(data)
+    texts = [b.get("text") for b in wire.get("content", []) if isinstance(b, dict)]
+    role = "user" if wire.get("role") == "user" else "model"
+    return Event.model_validate(
+        {
+            "author": role,
+            "content": {"role": role, "parts": [{"text": t} for t in texts if isinstance(t, str)]},
+            **({"id": wire["uuid"]} if isinstance(wire.get("uuid"), str) else {}),
+        }
+    )
+
+
+def _name(value: Any, what: str) -> str:
+    text = column_text(value, what, optional=False)
+    assert text is not None
+    return text
+
+
+def _session_id(value: Any, *, optional: bool = False) -> str | None:
+    """An ADK session id, stripped as ADK's in-memory and SQLite services strip it."""
+    if value is None and optional:
+        return None
+    text = _name(value, "session_id").strip()
+    return text or (None if optional else text)
+
+
+def _deltas(state: Any) -> dict[str, dict[str, Any]]:
+    """ADK's split of a state (delta) into app, user and session parts, JSON-safe."""
+    if not isinstance(state, dict):
+        raise InvalidInputError(f"a state delta must be a dict, got {type(state).__name__}")
+    for key in state:
+        if not isinstance(key, str):
+            raise InvalidInputError(f"state keys must be strings, got {type(key).__name__}")
+    try:
+        return _session_util.extract_json_safe_state_delta(state)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"state cannot be stored as JSON: {exc}") from None
+
+
+def _dumps(state: dict[str, Any], core: Core) -> str:
+    try:
+        text = jsoncodec.dumps(state)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"state cannot be stored as JSON: {exc}") from None
+    check_record_size(text, core.max_record_bytes, "state")
+    return text
+
+
+async def _merge_scoped(
+    tx: Transaction, core: Core, app: str, user: str, deltas: dict[str, dict[str, Any]]
+) -> None:
+    """Merge the app and user parts of ``deltas`` into their rows, each read under its
+    row lock, so concurrent writers of one user's state all keep their keys."""
+    for scope, owner in (("app", ""), ("user", user)):
+        delta = deltas[scope]
+        if not delta:
+            continue
+        ns = core.namespace
+        await tx.fetch(q.adk_ensure_state(ns, app, scope, owner, core.flavour))
+        rows = await tx.fetch(q.adk_lock_state(ns, app, scope, owner))
+        state = jsoncodec.loads(rows[0]["state_json"])
+        state.update(delta)
+        await tx.fetch(q.adk_set_state(ns, app, scope, owner, _dumps(state, core)))
+
+
+def _merge(
+    session_state: dict[str, Any], app_state: dict[str, Any], user_state: dict[str, Any]
+) -> dict[str, Any]:
+    merged = dict(session_state)
+    merged.update({State.APP_PREFIX + k: v for k, v in app_state.items()})
+    merged.update({State.USER_PREFIX + k: v for k, v in user_state.items()})
+    return merged
+
+
+def _merged(row: Any) -> dict[str, Any]:
+    """The merged state of an :func:`statements.adk_session` row."""
+    return _merge(
+        jsoncodec.loads(row["state_json"]),
+        jsoncodec.loads(row["app_state"]) if row["app_state"] is not None else {},
+        jsoncodec.loads(row["user_state"]) if row["user_state"] is not None else {},
+    )
