@@ -20,7 +20,8 @@ How ADK's sessions are stored:
   thinking blocks), so sessiondb's context, search, export and CLI read an ADK
   conversation like any other. The event itself is kept whole under the wire field
   ``adkEvent`` and read back from there; the event id is the record's uuid, so a
-  re-sent event is stored once.
+  re-sent event is stored once (another event that reuses an id is stored too, as
+  ADK's in-memory service keeps it).
 - ``append_event`` writes the record, the session state, the update time and any
   ``app:``/``user:`` state in one transaction, under the session's row lock: appends from
   any number of processes are all kept, in commit order, none twice, and state deltas
@@ -197,7 +198,7 @@ class SessionDBSessionService(BaseSessionService):
             InvalidInputError: a bad name, id or state.
         """
         app, user = _name(app_name, "app_name"), _name(user_id, "user_id")
-        given = _session_id(session_id, optional=True)
+        given = _new_session_id(session_id)
         adk_id = given or Event.new_id()
         if state is not None and not isinstance(state, Mapping):
             raise InvalidInputError(f"state must be a dict, got {type(state).__name__}")
@@ -380,7 +381,8 @@ class SessionDBSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         deltas = _deltas(event.actions.state_delta if event.actions else {})
-        record = message_record(event_message(event), 0)
+        wire = event_message(event)
+        record = message_record(wire, 0)
         check_record_size(record.payload, self._core.max_record_bytes, "event")
         await self._ready()
         core = self._core
@@ -388,9 +390,14 @@ class SessionDBSessionService(BaseSessionService):
 
         async def unit(tx: Transaction) -> bool:
             stored = await tx.fetch(q.existing_uuids(sid, core.namespace, [event.id], core.flavour))
+            row = record
             if stored:
-                return False
-            await core.append_in(tx, sid, [record])  # takes the session's row lock
+                if jsoncodec.loads(stored[0]["payload"]).get(ADK_FIELD) == wire[ADK_FIELD]:
+                    return False  # the same event again: a retry
+                # Another event with this id (ADK de-duplicates equal events, not ids):
+                # stored too, without the id as its uuid.
+                row = message_record({k: v for k, v in wire.items() if k != "uuid"}, 0)
+            await core.append_in(tx, sid, [row])  # takes the session's row lock
             current = await tx.fetch(q.adk_session_state(sid))
             state = jsoncodec.loads(current[0]["state_json"]) if current else {}
             state.update(deltas["session"])
@@ -519,12 +526,14 @@ def _name(value: Any, what: str) -> str:
     return text
 
 
-def _session_id(value: Any, *, optional: bool = False) -> str | None:
+def _session_id(value: Any) -> str:
     """An ADK session id, stripped as ADK's in-memory and SQLite services strip it."""
-    if value is None and optional:
-        return None
-    text = _name(value, "session_id").strip()
-    return text or (None if optional else text)
+    return _name(value, "session_id").strip()
+
+
+def _new_session_id(value: Any) -> str | None:
+    """A session id given to ``create_session``: ``None`` (or blank) for a new one."""
+    return None if value is None else (_session_id(value) or None)
 
 
 def _deltas(state: Any) -> dict[str, dict[str, Any]]:
