@@ -167,7 +167,9 @@ turns = Table(
 # events as records; deleting that session (``delete_session``, retention) deletes the
 # row. ``state_json`` is the session-scoped state, written in the transaction of every
 # append; ``update_time`` is ADK's last update time (the last event's timestamp), which
-# ADK lists by, oldest first: the two indexes serve the listings of an app and of a user.
+# ADK lists by, oldest first. The primary key finds an app's or a user's sessions and the
+# listing sorts them: no index holds ``update_time``, so the UPDATE of every append can
+# stay a HOT update instead of writing three index entries.
 adk_sessions = Table(
     ADK_SESSIONS,
     metadata,
@@ -181,8 +183,6 @@ adk_sessions = Table(
     PrimaryKeyConstraint("namespace", "app_name", "user_id", "adk_id"),
     ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
     UniqueConstraint("session_id"),
-    Index("ix_sessiondb_adk_sessions_app_time", "namespace", "app_name", "update_time"),
-    Index("ix_sessiondb_adk_sessions_user_time", "namespace", "app_name", "user_id", "update_time"),
 )
 
 # ADK's ``app:`` state (scope ``app``, user_id ``''``) and ``user:`` state (scope

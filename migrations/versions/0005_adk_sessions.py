@@ -47,16 +47,6 @@ def upgrade() -> None:
         ),
         sa.UniqueConstraint("session_id", name=op.f("uq_sessiondb_adk_sessions_session_id")),
     )
-    op.create_index(
-        "ix_sessiondb_adk_sessions_app_time",
-        SESSIONS,
-        ["namespace", "app_name", "update_time"],
-    )
-    op.create_index(
-        "ix_sessiondb_adk_sessions_user_time",
-        SESSIONS,
-        ["namespace", "app_name", "user_id", "update_time"],
-    )
     op.create_table(
         STATE,
         sa.Column("namespace", sa.String(length=255), nullable=False),
@@ -73,6 +63,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table(STATE)
-    op.drop_index("ix_sessiondb_adk_sessions_user_time", table_name=SESSIONS)
-    op.drop_index("ix_sessiondb_adk_sessions_app_time", table_name=SESSIONS)
     op.drop_table(SESSIONS)

@@ -47,6 +47,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Unpack
 
+from pydantic_core import to_jsonable_python
+
 from .. import jsoncodec
 from .. import statements as q
 from ..backends import IntegrityViolation, Transaction
@@ -71,7 +73,6 @@ try:
         SessionNotFoundError as AdkSessionNotFoundError,
     )
     from google.adk.events.event import Event
-    from google.adk.sessions import _session_util
     from google.adk.sessions.base_session_service import (
         BaseSessionService,
         GetSessionConfig,
@@ -378,8 +379,6 @@ class SessionDBSessionService(BaseSessionService):
         )
         if not event.id:
             event.id = Event.new_id()
-        self._apply_temp_state(session, event)
-        event = self._trim_temp_delta_state(event)
         deltas = _deltas(event.actions.state_delta if event.actions else {})
         wire = event_message(event)
         record = message_record(wire, 0)
@@ -415,7 +414,9 @@ class SessionDBSessionService(BaseSessionService):
                 if attempt == 2:
                     raise UnknownSessionError(address[2]) from None
         if appended:
-            self._commit_event_to_session(session, event)
+            # ADK's own bookkeeping: temp: state into the caller's session only, the
+            # event's delta without it, the rest of the delta and the event applied.
+            event = await super().append_event(session, event)
             session.last_update_time = stamp
         return event
 
@@ -498,8 +499,20 @@ def event_message(event: Event) -> dict[str, Any]:
         "role": "user" if event.author == "user" else "assistant",
         "content": blocks,
         "uuid": event.id,
-        ADK_FIELD: event.model_dump(mode="json", exclude_none=True),
+        ADK_FIELD: _stored_event(event),
     }
+
+
+def _stored_event(event: Event) -> dict[str, Any]:
+    """The event as stored: its JSON form, without ``temp:`` keys in its state delta (ADK
+    never stores those)."""
+    data: dict[str, Any] = event.model_dump(mode="json", exclude_none=True)
+    delta = data.get("actions", {}).get("state_delta")
+    if isinstance(delta, dict):
+        data["actions"]["state_delta"] = {
+            k: v for k, v in delta.items() if not k.startswith(State.TEMP_PREFIX)
+        }
+    return data
 
 
 def payload_event(payload: str) -> Event:
@@ -537,16 +550,26 @@ def _new_session_id(value: Any) -> str | None:
 
 
 def _deltas(state: Any) -> dict[str, dict[str, Any]]:
-    """ADK's split of a state (delta) into app, user and session parts, JSON-safe."""
+    """A state (delta) split as ADK splits it: ``app:`` and ``user:`` keys without their
+    prefix, ``temp:`` keys left out, the rest the session's; values made JSON (what JSON
+    cannot hold, a callable say, becomes its text, as ADK's database service stores it)."""
     if not isinstance(state, dict):
         raise InvalidInputError(f"a state delta must be a dict, got {type(state).__name__}")
-    for key in state:
+    parts: dict[str, dict[str, Any]] = {"app": {}, "user": {}, "session": {}}
+    for key, value in state.items():
         if not isinstance(key, str):
             raise InvalidInputError(f"state keys must be strings, got {type(key).__name__}")
+        if key.startswith(State.APP_PREFIX):
+            parts["app"][key.removeprefix(State.APP_PREFIX)] = value
+        elif key.startswith(State.USER_PREFIX):
+            parts["user"][key.removeprefix(State.USER_PREFIX)] = value
+        elif not key.startswith(State.TEMP_PREFIX):
+            parts["session"][key] = value
     try:
-        return _session_util.extract_json_safe_state_delta(state)
+        safe: dict[str, dict[str, Any]] = to_jsonable_python(parts, fallback=str)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"state cannot be stored as JSON: {exc}") from None
+    return safe
 
 
 def _dumps(state: dict[str, Any], core: Core) -> str:

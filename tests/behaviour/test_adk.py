@@ -1,0 +1,588 @@
+"""The Google ADK adapter: ``SessionDBSessionService`` keeps what ADK's session service
+contract asks of a ``BaseSessionService`` (sessions by app, user and id; app, user,
+session and temp state; event filters; de-duplication), on SQLite and Postgres; appends
+from several processes are all kept in commit order; and its public methods raise
+nothing but ``SessionDBError`` (whose ADK-facing subclasses are also ADK's
+``AlreadyExistsError`` and ``SessionNotFoundError``). Needs ``sessiondb[adk]``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import pytest
+from helpers import sql
+from helpers.frameworks import need_framework
+from helpers.processes import SPAWN, run_processes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+need_framework("google.adk", "adk")
+
+from google.adk.errors.already_exists_error import AlreadyExistsError  # noqa: E402
+from google.adk.errors.session_not_found_error import SessionNotFoundError  # noqa: E402
+from google.adk.events.event import Event  # noqa: E402
+from google.adk.events.event_actions import EventActions, EventCompaction  # noqa: E402
+from google.adk.sessions.base_session_service import GetSessionConfig  # noqa: E402
+from google.adk.sessions.session import Session  # noqa: E402
+from google.genai import types  # noqa: E402
+
+from sessiondb import SessionDBError, SessionStore  # noqa: E402
+from sessiondb import statements as q  # noqa: E402
+from sessiondb.integrations.adk import (  # noqa: E402
+    ADK_FIELD,
+    SessionDBSessionService,
+    SessionExistsError,
+    UnknownSessionError,
+)
+
+TIMEOUT_S = 120
+APP, USER = "weather_app", "u-1"
+
+
+def _event(text: str | None = None, *, author: str = "user", **kwargs: Any) -> Event:
+    content = None
+    if text is not None:
+        role = "user" if author == "user" else "model"
+        content = types.Content(role=role, parts=[types.Part(text=text)])
+    return Event(
+        invocation_id=kwargs.pop("invocation_id", "inv"), author=author, content=content, **kwargs
+    )
+
+
+def _delta(delta: dict[str, Any], **kwargs: Any) -> Event:
+    return _event(actions=EventActions(state_delta=delta), **kwargs)
+
+
+@pytest.fixture
+async def service(store: SessionStore) -> SessionDBSessionService:
+    return SessionDBSessionService(store)
+
+
+async def _get(service: SessionDBSessionService, sid: str, **config: Any) -> Session:
+    got = await service.get_session(
+        app_name=APP,
+        user_id=USER,
+        session_id=sid,
+        config=GetSessionConfig(**config) if config else None,
+    )
+    assert got is not None
+    return got
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+
+async def test_sessions_by_app_user_and_id(service: SessionDBSessionService) -> None:
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="s1", state={"k": 1})
+    assert (made.id, made.app_name, made.user_id, made.state) == ("s1", APP, USER, {"k": 1})
+    assert made.last_update_time <= time.time()
+    assert await _get(service, "s1") == made
+    # The same id under another user or app is another session.
+    other = await service.create_session(app_name=APP, user_id="u-2", session_id="s1")
+    assert other.state == {}
+    assert await service.get_session(app_name="other", user_id=USER, session_id="s1") is None
+    # Each is a sessiondb session carrying its ADK address.
+    rows = await sql.fetch(
+        service.store,
+        "SELECT a.user_id, s.metadata_json FROM sessiondb_adk_sessions a "
+        "JOIN sessiondb_sessions s ON s.id = a.session_id ORDER BY a.user_id",
+    )
+    assert [r[0] for r in rows] == [USER, "u-2"]
+    assert '"session_id": "s1"' in rows[0][1] or '"session_id":"s1"' in rows[0][1]
+
+    await service.delete_session(app_name=APP, user_id=USER, session_id="s1")
+    assert await service.get_session(app_name=APP, user_id=USER, session_id="s1") is None
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_sessions") == 1
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_adk_sessions") == 1
+    # Deleting what is not there does nothing.
+    await service.delete_session(app_name=APP, user_id=USER, session_id="s1")
+    assert (await _get_other(service)).user_id == "u-2"
+
+
+async def _get_other(service: SessionDBSessionService) -> Session:
+    got = await service.get_session(app_name=APP, user_id="u-2", session_id="s1")
+    assert got is not None
+    return got
+
+
+async def test_ids_are_generated_and_stripped(service: SessionDBSessionService) -> None:
+    generated = await service.create_session(app_name=APP, user_id=USER, session_id="   ")
+    assert generated.id.strip() == generated.id and generated.id
+    await service.create_session(app_name=APP, user_id=USER, session_id="s", state={"keep": 1})
+    with pytest.raises(AlreadyExistsError) as raised:
+        await service.create_session(
+            app_name=APP, user_id=USER, session_id="  s  ", state={"keep": 2}
+        )
+    assert isinstance(raised.value, SessionExistsError) and isinstance(raised.value, SessionDBError)
+    assert (await _get(service, " s ")).state == {"keep": 1}
+
+
+async def test_racing_creates_of_one_id_make_one_session(service: SessionDBSessionService) -> None:
+    for i in range(5):
+        results = await asyncio.gather(
+            *(
+                service.create_session(app_name=APP, user_id=USER, session_id=f"r{i}")
+                for _ in range(3)
+            ),
+            return_exceptions=True,
+        )
+        assert sum(isinstance(r, Session) for r in results) == 1, results
+        assert all(isinstance(r, Session | AlreadyExistsError) for r in results), results
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_adk_sessions") == 5
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_sessions") == 5
+
+
+async def test_list_oldest_update_first_without_events(service: SessionDBSessionService) -> None:
+    for sid in ("a", "b", "c"):
+        await service.create_session(app_name=APP, user_id=USER, session_id=sid, state={"n": sid})
+    await service.create_session(app_name=APP, user_id="u-2", session_id="d")
+    a = await _get(service, "a")
+    await service.append_event(a, _event("hi", timestamp=time.time() + 5))
+    mine = (await service.list_sessions(app_name=APP, user_id=USER)).sessions
+    assert [s.id for s in mine] == ["b", "c", "a"]
+    assert all(s.events == [] for s in mine)
+    assert [s.state for s in mine] == [{"n": "b"}, {"n": "c"}, {"n": "a"}]
+    every = (await service.list_sessions(app_name=APP)).sessions
+    assert sorted(s.id for s in every) == ["a", "b", "c", "d"] and every[-1].id == "a"
+    assert (await service.list_sessions(app_name="nobody")).sessions == []
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+async def test_state_scopes(service: SessionDBSessionService) -> None:
+    s1 = await service.create_session(
+        app_name=APP,
+        user_id=USER,
+        session_id="s1",
+        state={"app:a": 1, "user:u": 1, "k": 1, "temp:t": 1},
+    )
+    assert s1.state == {"app:a": 1, "user:u": 1, "k": 1}
+    event = _delta({"app:b": {"x": 1}, "user:u": None, "k": 2, "temp:t": 2})
+    await service.append_event(s1, event)
+    # temp: lives in the caller's session object only; the stored event has none of it.
+    assert s1.state["temp:t"] == 2 and "temp:t" not in event.actions.state_delta
+    got = await _get(service, "s1")
+    assert got.state == {"app:a": 1, "app:b": {"x": 1}, "user:u": None, "k": 2}
+    assert "temp:t" not in got.events[0].actions.state_delta
+    # app: is the app's, user: the user's, the rest the session's.
+    s2 = await service.create_session(app_name=APP, user_id="u-2", session_id="s2")
+    assert s2.state == {"app:a": 1, "app:b": {"x": 1}}
+    s3 = await service.create_session(app_name=APP, user_id=USER, session_id="s3")
+    assert s3.state == {"app:a": 1, "app:b": {"x": 1}, "user:u": None}
+    assert await service.get_user_state(app_name=APP, user_id=USER) == {"u": None}
+    assert await service.get_user_state(app_name=APP, user_id="u-2") == {}
+    assert await service.get_user_state(app_name="other", user_id=USER) == {}
+    # Stored without prefixes, and nothing of temp: anywhere.
+    rows = await sql.fetch(
+        service.store, "SELECT scope, user_id, state_json FROM sessiondb_adk_state ORDER BY scope"
+    )
+    assert [(r[0], r[1]) for r in rows] == [("app", ""), ("user", USER)]
+    for table in ("sessiondb_adk_state", "sessiondb_adk_sessions", "sessiondb_records"):
+        column = "payload" if table == "sessiondb_records" else "state_json"
+        texts = [r[0] for r in await sql.fetch(service.store, f"SELECT {column} FROM {table}")]
+        assert not any("temp:" in t for t in texts), table
+
+
+async def test_values_json_cannot_hold_become_text(service: SessionDBSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER)
+    await service.append_event(s, _delta({"callback": lambda: 1, "ok": 2}))
+    got = await _get(service, s.id)
+    assert got.state["ok"] == 2 and isinstance(got.state["callback"], str)
+
+
+# -- events --------------------------------------------------------------------------------
+
+
+async def test_events_are_message_records(service: SessionDBSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER)
+    blob = types.Part.from_bytes(data=b"\x00png", mime_type="image/png")
+    thought = types.Part(text="thinking…", thought=True)
+    events = [
+        _event("weather in Zürich?"),
+        Event(
+            invocation_id="inv",
+            author="forecaster",
+            content=types.Content(role="model", parts=[thought, types.Part(text="sunny"), blob]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=3),
+            custom_metadata={"k": [1, "\u0000"]},
+        ),
+    ]
+    for event in events:
+        await service.append_event(s, event)
+    got = await _get(service, s.id)
+    assert got.events == events == s.events
+    # sessiondb sees the conversation: a user and an assistant message with their text.
+    sid = await sql.scalar(service.store, "SELECT session_id FROM sessiondb_adk_sessions")
+    context = await service.store.context(sid)
+    assert [(m.role, m.text()) for m in context] == [
+        ("user", "weather in Zürich?"),
+        ("assistant", "sunny"),
+    ]
+    records = await service.store.records(sid)
+    assert [r.uuid for r in records] == [e.id for e in events]
+    assert all(
+        r.message is not None and ADK_FIELD in (r.message.model_extra or {}) for r in records
+    )
+
+
+async def test_get_session_config_reads_the_tail(service: SessionDBSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER)
+    base = 1_000.0
+    for i in range(600):  # more than one page of the walk back
+        await service.append_event(s, _event(f"m{i}", timestamp=base + i))
+    assert len((await _get(service, s.id)).events) == 600
+    assert (await _get(service, s.id, num_recent_events=0)).events == []
+    tail = (await _get(service, s.id, num_recent_events=3)).events
+    assert [e.timestamp for e in tail] == [base + 597, base + 598, base + 599]
+    after = (await _get(service, s.id, after_timestamp=base + 100)).events
+    assert [e.timestamp for e in after] == [base + i for i in range(100, 600)]
+    both = (await _get(service, s.id, after_timestamp=base + 598, num_recent_events=5)).events
+    assert [e.timestamp for e in both] == [base + 598, base + 599]
+    assert (await _get(service, s.id, after_timestamp=base + 10_000)).events == []
+    assert (await _get(service, s.id, num_recent_events=10_000)).events[0].timestamp == base
+
+
+async def test_a_resent_event_is_stored_once(service: SessionDBSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER, session_id="dup")
+    event = _delta({"counter": 1, "user:seen": 1})
+    for copy in (event, event, event.model_copy(deep=True)):
+        await service.append_event(s, copy)
+    got = await _get(service, "dup")
+    assert [e.id for e in got.events] == [event.id] and got.state["counter"] == 1
+    # Another event under a stored id is another event (ADK de-duplicates equal events).
+    await service.append_event(s, Event(id=event.id, invocation_id="other", author="agent"))
+    got = await _get(service, "dup")
+    assert [e.invocation_id for e in got.events] == ["inv", "other"]
+    assert len(s.events) == 2
+
+
+async def test_partial_events_are_not_stored(service: SessionDBSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER)
+    await service.append_event(s, _event("par", partial=True))
+    assert s.events == [] and (await _get(service, s.id)).events == []
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_records") == 0
+
+
+async def test_last_update_time_is_the_last_events(service: SessionDBSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER)
+    later = s.last_update_time + 10
+    await service.append_event(s, _event("x", timestamp=later))
+    assert s.last_update_time == later == (await _get(service, s.id)).last_update_time
+
+
+async def test_appends_to_missing_sessions(service: SessionDBSessionService) -> None:
+    never = Session(app_name=APP, user_id=USER, id="never")
+    with pytest.raises(SessionNotFoundError) as raised:
+        await service.append_event(never, _event("x"))
+    assert isinstance(raised.value, UnknownSessionError) and isinstance(
+        raised.value, SessionDBError
+    )
+    s = await service.create_session(app_name=APP, user_id=USER)
+    await service.append_event(s, _event("x"))  # caches the sessiondb id
+    await service.delete_session(app_name=APP, user_id=USER, session_id=s.id)
+    with pytest.raises(SessionNotFoundError):
+        await service.append_event(s, _event("y"))
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_records") == 0
+
+
+async def test_a_stale_session_object_appends_after_the_others(
+    service: SessionDBSessionService,
+) -> None:
+    """ADK's DatabaseSessionService refuses this append (StaleSessionError); the
+    contract does not require it, and here nothing is lost or overwritten by it."""
+    s = await service.create_session(app_name=APP, user_id=USER)
+    stale = s.model_copy(deep=True)
+    await service.append_event(s, _delta({"a": 1}, invocation_id="one"))
+    await service.append_event(stale, _delta({"b": 2}, invocation_id="two"))
+    got = await _get(service, s.id)
+    assert [e.invocation_id for e in got.events] == ["one", "two"]
+    assert got.state == {"a": 1, "b": 2}
+
+
+async def test_compaction_and_rewind_events_read_back_as_written(
+    service: SessionDBSessionService,
+) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER)
+    for i in range(3):
+        await service.append_event(s, _event(f"m{i}", invocation_id=f"i{i}", timestamp=10.0 + i))
+    summary = types.Content(role="model", parts=[types.Part(text="summary of m0..m1")])
+    compaction = Event(
+        invocation_id="c",
+        author="user",
+        timestamp=13.0,
+        actions=EventActions(
+            compaction=EventCompaction(
+                start_timestamp=10.0, end_timestamp=11.0, compacted_content=summary
+            )
+        ),
+    )
+    rewind = Event(
+        invocation_id="r",
+        author="user",
+        timestamp=14.0,
+        actions=EventActions(rewind_before_invocation_id="i2"),
+    )
+    await service.append_event(s, compaction)
+    await service.append_event(s, rewind)
+    got = await _get(service, s.id)
+    assert got.events[-2:] == [compaction, rewind]
+    assert got.events[-2].actions.compaction is not None
+    assert got.events[-1].actions.rewind_before_invocation_id == "i2"
+
+
+async def test_namespaces_do_not_see_each_other(db_url: str) -> None:
+    async with (
+        SessionStore.open(db_url, namespace="a") as a,
+        SessionStore.open(db_url, namespace="b") as b,
+    ):
+        sa, sb = SessionDBSessionService(a), SessionDBSessionService(b)
+        made = await sa.create_session(
+            app_name=APP, user_id=USER, session_id="s", state={"user:x": 1}
+        )
+        assert await sb.get_session(app_name=APP, user_id=USER, session_id="s") is None
+        assert (await sb.list_sessions(app_name=APP)).sessions == []
+        assert await sb.get_user_state(app_name=APP, user_id=USER) == {}
+        await sb.create_session(app_name=APP, user_id=USER, session_id="s")  # no conflict
+        with pytest.raises(SessionNotFoundError):
+            await sb.append_event(Session(app_name=APP, user_id=USER, id="nope"), _event("x"))
+        await sa.append_event(made, _event("x"))
+        got = await sb.get_session(app_name=APP, user_id=USER, session_id="s")
+        assert got is not None and got.events == []
+
+
+async def test_a_url_service_migrates_and_closes(tmp_path: Any) -> None:
+    url = str(tmp_path / "adk.sqlite3")
+    async with SessionDBSessionService(url, namespace="n", create_tables=True) as service:
+        s = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+        await service.append_event(s, _event("hello"))
+        assert service.store.namespace == "n"
+    async with SessionDBSessionService(url, namespace="n") as again:
+        assert len((await _get(again, "s")).events) == 1
+
+
+# -- reads by index (Postgres plans) -------------------------------------------------------
+
+
+async def test_reads_use_indexes(pg_url: str) -> None:
+    async with SessionStore.open(pg_url) as store:
+        service = SessionDBSessionService(store)
+        for batch in range(20):  # 2,000 sessions of 20 apps: a listing reads one app's
+            await asyncio.gather(
+                *(
+                    service.create_session(
+                        app_name=APP if batch == 0 else f"app{batch}",
+                        user_id=f"u{i % 7}",
+                        session_id=f"s{i}",
+                    )
+                    for i in range(100)
+                )
+            )
+        s = await service.get_session(app_name=APP, user_id="u0", session_id="s0")
+        assert s is not None
+        for i in range(300):
+            await service.append_event(s, _event(f"m{i}"))
+        for table in ("sessiondb_records", "sessiondb_sessions", "sessiondb_adk_sessions"):
+            await sql.execute(store, f"ANALYZE {table}")
+        sid = await sql.scalar(
+            store, "SELECT session_id FROM sessiondb_adk_sessions WHERE adk_id = 's0'"
+        )
+        db = sql.database(pg_url)
+        ns = store.namespace
+        for bound in (
+            q.adk_session(ns, APP, "u0", "s0"),
+            q.adk_events(sid, 300, 50),
+            q.adk_list(ns, APP, None),
+            q.adk_list(ns, APP, "u3"),
+        ):
+            plan = "\n".join(await db.explain(bound[0], bound[1], generic=True))
+            assert "Seq Scan on sessiondb_records" not in plan, plan
+            assert "Seq Scan on sessiondb_adk_sessions" not in plan, plan
+
+
+# -- several processes on one session -------------------------------------------------------
+
+
+def _append_in_process(url: str, proc: int, count: int, start: Any, results: Any) -> None:
+    async def run() -> None:
+        async with SessionDBSessionService(url) as service:
+            # Each process loads the session once, so its object goes stale at once.
+            session = await service.get_session(app_name=APP, user_id=USER, session_id="shared")
+            assert session is not None
+            start.wait()
+            for i in range(count):
+                await service.append_event(
+                    session,
+                    _delta(
+                        {f"p{proc}": i, f"user:p{proc}": i, f"app:p{proc}": i},
+                        invocation_id=f"p{proc}-{i}",
+                    ),
+                )
+
+    try:
+        asyncio.run(run())
+        results.put("ok")
+    except Exception as exc:  # reported to the parent, which fails the test
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+async def test_appends_from_several_processes_are_all_kept_in_commit_order(pg_url: str) -> None:
+    procs, count = 4, 25
+    async with SessionDBSessionService(pg_url) as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id="shared")
+    start, results = SPAWN.Barrier(procs), SPAWN.Queue()
+    await asyncio.to_thread(
+        run_processes,
+        _append_in_process,
+        lambda p: (pg_url, p, count, start, results),
+        procs,
+        timeout=TIMEOUT_S,
+    )
+    assert [results.get(timeout=10) for _ in range(procs)] == ["ok"] * procs
+    async with SessionDBSessionService(pg_url) as service:
+        got = await _get(service, "shared")
+        names = [e.invocation_id for e in got.events]
+        assert sorted(names) == sorted(f"p{p}-{i}" for p in range(procs) for i in range(count))
+        for p in range(procs):  # each process's events in the order it wrote them
+            mine = [int(n.split("-")[1]) for n in names if n.startswith(f"p{p}-")]
+            assert mine == list(range(count))
+        assert {k: v for k, v in got.state.items()} == {
+            **{f"p{p}": count - 1 for p in range(procs)},
+            **{f"user:p{p}": count - 1 for p in range(procs)},
+            **{f"app:p{p}": count - 1 for p in range(procs)},
+        }
+        # Commit order: the records' seqs, gap-free, in the order get_session returns.
+        rows = await sql.fetch(
+            service.store, "SELECT seq, payload FROM sessiondb_records ORDER BY seq"
+        )
+        assert [r[0] for r in rows] == list(range(1, procs * count + 1))
+        assert [e.id for e in got.events] == [_event_id(r[1]) for r in rows]
+
+
+def _event_id(payload: str) -> str:
+    return str(json.loads(payload)[ADK_FIELD]["id"])
+
+
+# -- hostile input ------------------------------------------------------------------------
+
+_text = st.one_of(st.text(max_size=8), st.just("\u0000"), st.just("\ud800"), st.just(" "))
+_values = st.one_of(
+    _text, st.none(), st.integers(), st.lists(st.integers(), max_size=2), st.just(b"x")
+)
+_state = st.one_of(
+    st.none(),
+    st.dictionaries(
+        st.one_of(_text, st.sampled_from(["app:a", "user:b", "temp:c", "k"])), _values, max_size=3
+    ),
+    _values,
+)
+_config = st.one_of(
+    st.none(),
+    st.builds(
+        GetSessionConfig,
+        num_recent_events=st.one_of(st.none(), st.integers(0, 5)),
+        after_timestamp=st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
+    ),
+    _values,
+)
+_event_args = st.one_of(
+    st.builds(
+        lambda text, delta, ts, partial: Event(
+            author="user",
+            invocation_id="f",
+            timestamp=ts,
+            partial=partial,
+            content=types.Content(role="user", parts=[types.Part(text=text)]),
+            actions=EventActions(state_delta=delta if isinstance(delta, dict) else {}),
+        ),
+        _text,
+        _state,
+        st.floats(0, 2e9),
+        st.booleans(),
+    ),
+    _values,
+)
+_calls = st.one_of(
+    st.tuples(
+        st.just("create_session"),
+        st.fixed_dictionaries(
+            {"app_name": _values, "user_id": _values},
+            optional={"session_id": st.one_of(_values, st.just("s")), "state": _state},
+        ),
+    ),
+    st.tuples(
+        st.just("get_session"),
+        st.fixed_dictionaries(
+            {
+                "app_name": st.one_of(_values, st.just(APP)),
+                "user_id": _values,
+                "session_id": _values,
+            },
+            optional={"config": _config},
+        ),
+    ),
+    st.tuples(
+        st.just("list_sessions"),
+        st.fixed_dictionaries({"app_name": _values}, optional={"user_id": _values}),
+    ),
+    st.tuples(
+        st.just("delete_session"),
+        st.fixed_dictionaries({"app_name": _values, "user_id": _values, "session_id": _values}),
+    ),
+    st.tuples(
+        st.just("get_user_state"), st.fixed_dictionaries({"app_name": _values, "user_id": _values})
+    ),
+    st.tuples(
+        st.just("append_event"),
+        st.fixed_dictionaries(
+            {"event": _event_args, "session": st.one_of(st.just("known"), _values)}
+        ),
+    ),
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_fuzz_public_methods_raise_only_sessiondb_errors(db_url: str) -> None:
+    loop = asyncio.new_event_loop()
+    store = loop.run_until_complete(SessionStore.connect(db_url))
+    service = SessionDBSessionService(store)
+    known = loop.run_until_complete(
+        service.create_session(app_name=APP, user_id=USER, session_id="s")
+    )
+    try:
+
+        @settings(
+            max_examples=300,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        )
+        @given(call=_calls)
+        def check(call: tuple[str, dict[str, Any]]) -> None:
+            name, kwargs = call
+            if name == "append_event" and kwargs["session"] == "known":
+                kwargs = {**kwargs, "session": known}
+            with contextlib.suppress(SessionDBError):
+                loop.run_until_complete(getattr(service, name)(**kwargs))
+            # The known session still reads back whole.
+            got = loop.run_until_complete(
+                service.get_session(app_name=APP, user_id=USER, session_id="s")
+            )
+            if got is not None:
+                assert len(got.events) == loop.run_until_complete(
+                    sql.scalar(
+                        store,
+                        "SELECT count(*) FROM sessiondb_records r JOIN "
+                        "sessiondb_adk_sessions a ON a.session_id = r.session_id "
+                        "WHERE a.adk_id = 's' AND a.user_id = :u",
+                        u=USER,
+                    )
+                )
+
+        check()
+    finally:
+        loop.run_until_complete(store.close())
+        loop.close()
