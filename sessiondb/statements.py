@@ -1266,8 +1266,9 @@ _ADK_SESSION = _adk_session()
 
 
 def adk_events(session_id: str, to_seq: int, limit: int | None) -> Bound:
-    """``(seq, payload)`` of the session's messages with ``seq <= to_seq``: all of them
-    in seq order, or the last ``limit`` newest first (by the records' primary key)."""
+    """``(seq, kind, payload)`` of the session's events (its ``message`` and ``entry``
+    records) with ``seq <= to_seq``: all of them in seq order, or the last ``limit``
+    newest first (by the records' primary key)."""
     if limit is None:
         return _ADK_EVENTS_ALL, {"sid": session_id, "to_seq": to_seq}
     return _ADK_EVENTS_TAIL, {"sid": session_id, "to_seq": to_seq, "limit": limit}
@@ -1275,9 +1276,9 @@ def adk_events(session_id: str, to_seq: int, limit: int | None) -> Bound:
 
 def _adk_events() -> Select[Any]:
     r = records.c
-    return select(r.seq, r.payload).where(
+    return select(r.seq, r.kind, r.payload).where(
         r.session_id == SID,
-        r.kind == const("message"),
+        r.kind.in_([const("message"), const("entry")]),
         r.seq <= bindparam("to_seq", type_=BigInteger()),
     )
 
@@ -1286,6 +1287,14 @@ _ADK_EVENTS_ALL = _adk_events().order_by(records.c.seq)
 _ADK_EVENTS_TAIL = (
     _adk_events().order_by(records.c.seq.desc()).limit(bindparam("limit", type_=BigInteger()))
 )
+
+
+def adk_first_event(session_id: str) -> Bound:
+    """``(seq, kind, payload)`` of the session's first event, if any."""
+    return _ADK_FIRST_EVENT, {"sid": session_id, "to_seq": 2**62}
+
+
+_ADK_FIRST_EVENT = _adk_events().order_by(records.c.seq).limit(const(1))
 
 
 def adk_list(namespace: str, app: str, user: str | None) -> Bound:

@@ -15,13 +15,19 @@ How ADK's sessions are stored:
   and a row of ``sessiondb_adk_sessions`` that maps the address to it and holds the
   session-scoped state and ADK's last update time. ``app:`` and ``user:`` state live in
   ``sessiondb_adk_state``, one row per app and per (app, user), keys without the prefix.
-- Each event is one ``message`` record: a ``user`` message when the user wrote it, else
-  an ``assistant`` message, with the event's text parts as text blocks (thoughts as
-  thinking blocks), so sessiondb's context, search, export and CLI read an ADK
-  conversation like any other. The event itself is kept whole under the wire field
+- Each event is one record: a ``message`` when it has text (a ``user`` message when the
+  user wrote it, else an ``assistant`` message, its text parts as text blocks, thoughts
+  as thinking blocks), so sessiondb's context, search, export and CLI read an ADK
+  conversation like any other; an ``entry`` when it has none (a function call or
+  response, a state change, a compaction or rewind event: kept, exported, never in
+  sessiondb's context). The event itself is kept whole under the wire field
   ``adkEvent`` and read back from there; the event id is the record's uuid, so a
   re-sent event is stored once (another event that reuses an id is stored too, as
   ADK's in-memory service keeps it).
+- ADK's rewinds and its compactions that cover the history from its first event are
+  also written as sessiondb overlays (tombstones, a compaction) in the event's own
+  transaction, so sessiondb's context agrees with what ADK's model sees
+  (:mod:`sessiondb.integrations.adk_overlays`; its docstring says where they differ).
 - ``append_event`` writes the record, the session state, the update time and any
   ``app:``/``user:`` state in one transaction, under the session's row lock: appends from
   any number of processes are all kept, in commit order, none twice, and state deltas
@@ -35,10 +41,9 @@ implementation detects…"), its shared contract tests do not require it, and
 object is older than the stored one is simply added after the others (nothing the
 caller did not write is overwritten).
 
-ADK's compaction and rewind events are stored as events and returned by
-``get_session`` unchanged; ADK's runner applies them when it builds the model's
-context, as it does with every session service. They are not turned into sessiondb
-overlays, because they do not mean the same thing: see the README section.
+``get_session`` returns every event, compaction and rewind events included and the
+events they cover too: ADK's runner applies them when it builds the model's context, as
+it does with every session service.
 """
 
 from __future__ import annotations
@@ -62,10 +67,11 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..lifecycle import delete as delete_sessions
-from ..rows import message_record, new_session_row
+from ..rows import NewRecord, message_record, new_session_row
 from ..store import SessionStore
 from ..tables import sessions
-from ..validation import check_record_size, column_text
+from ..validation import check_record_size, column_text, to_json
+from .adk_overlays import overlay_rows
 
 try:
     from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -89,6 +95,7 @@ __all__ = [
     "SessionExistsError",
     "UnknownSessionError",
     "event_message",
+    "event_record",
 ]
 
 #: The wire field of a sessiondb message that holds the ADK event as appended.
@@ -381,7 +388,7 @@ class SessionDBSessionService(BaseSessionService):
             event.id = Event.new_id()
         deltas = _deltas(event.actions.state_delta if event.actions else {})
         wire = event_message(event)
-        record = message_record(wire, 0)
+        record = event_record(wire)
         check_record_size(record.payload, self._core.max_record_bytes, "event")
         await self._ready()
         core = self._core
@@ -395,8 +402,10 @@ class SessionDBSessionService(BaseSessionService):
                     return False  # the same event again: a retry
                 # Another event with this id (ADK de-duplicates equal events, not ids):
                 # stored too, without the id as its uuid.
-                row = message_record({k: v for k, v in wire.items() if k != "uuid"}, 0)
-            await core.append_in(tx, sid, [row])  # takes the session's row lock
+                row = event_record({k: v for k, v in wire.items() if k != "uuid"})
+            head = await core.lock_head(tx, sid)
+            extra = await overlay_rows(tx, sid, head, wire[ADK_FIELD], row.kind)
+            await core.append_in(tx, sid, [row, *extra])
             current = await tx.fetch(q.adk_session_state(sid))
             state = jsoncodec.loads(current[0]["state_json"]) if current else {}
             state.update(deltas["session"])
@@ -501,6 +510,16 @@ def event_message(event: Event) -> dict[str, Any]:
         "uuid": event.id,
         ADK_FIELD: _stored_event(event),
     }
+
+
+def event_record(wire: dict[str, Any]) -> NewRecord:
+    """The record that stores an event's wire message: a ``message`` when the event has
+    text, else an ``entry`` (kept and exported, never in sessiondb's context: a
+    function call, a state change, a compaction or rewind event, …)."""
+    if wire["content"]:
+        return message_record(wire, 0)
+    payload = to_json({k: v for k, v in wire.items() if k not in ("role", "content")}, "event")
+    return NewRecord(kind="entry", payload=payload, uuid=column_text(wire.get("uuid"), "event id"))
 
 
 def _stored_event(event: Event) -> dict[str, Any]:

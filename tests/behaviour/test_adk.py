@@ -32,6 +32,7 @@ from google.genai import types  # noqa: E402
 
 from sessiondb import SessionDBError, SessionStore  # noqa: E402
 from sessiondb import statements as q  # noqa: E402
+from sessiondb.context import summary_text  # noqa: E402
 from sessiondb.integrations.adk import (  # noqa: E402
     ADK_FIELD,
     SessionDBSessionService,
@@ -304,35 +305,94 @@ async def test_a_stale_session_object_appends_after_the_others(
     assert got.state == {"a": 1, "b": 2}
 
 
-async def test_compaction_and_rewind_events_read_back_as_written(
-    service: SessionDBSessionService,
-) -> None:
-    s = await service.create_session(app_name=APP, user_id=USER)
-    for i in range(3):
-        await service.append_event(s, _event(f"m{i}", invocation_id=f"i{i}", timestamp=10.0 + i))
-    summary = types.Content(role="model", parts=[types.Part(text="summary of m0..m1")])
-    compaction = Event(
-        invocation_id="c",
+def _compaction(start: float, end: float, text: str, at: float) -> Event:
+    summary = types.Content(role="model", parts=[types.Part(text=text)])
+    return Event(
+        invocation_id=f"c{at}",
         author="user",
-        timestamp=13.0,
+        timestamp=at,
         actions=EventActions(
             compaction=EventCompaction(
-                start_timestamp=10.0, end_timestamp=11.0, compacted_content=summary
+                start_timestamp=start, end_timestamp=end, compacted_content=summary
             )
         ),
     )
+
+
+async def _context(service: SessionDBSessionService, adk_id: str) -> list[str]:
+    sid = await sql.scalar(
+        service.store, "SELECT session_id FROM sessiondb_adk_sessions WHERE adk_id = :a", a=adk_id
+    )
+    return [m.text() for m in await service.store.context(sid)]
+
+
+async def test_compactions_from_the_start_are_sessiondb_compactions(
+    service: SessionDBSessionService,
+) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER, session_id="c")
+    for i in range(4):
+        await service.append_event(s, _event(f"m{i}", invocation_id=f"i{i}", timestamp=10.0 + i))
+    # A sliding window (m1..m2) keeps m0 and has no sessiondb equivalent: events only.
+    window = _compaction(11.0, 12.0, "summary of m1..m2", at=14.0)
+    await service.append_event(s, window)
+    assert await _context(service, "c") == ["m0", "m1", "m2", "m3"]
+    # From the first event to m2: the summary, then m3 on.
+    prefix = _compaction(10.0, 12.0, "summary of m0..m2", at=15.0)
+    await service.append_event(s, prefix)
+    await service.append_event(s, _event("m5", invocation_id="i5", timestamp=16.0))
+    assert await _context(service, "c") == [summary_text("summary of m0..m2"), "m3", "m5"]
+    # ADK reads every event back as written: its runner applies the compactions.
+    got = await _get(service, "c")
+    assert [e.invocation_id for e in got.events] == ["i0", "i1", "i2", "i3", "c14.0", "c15.0", "i5"]
+    assert got.events[4:6] == [window, prefix]
+    kinds = [
+        r[0]
+        for r in await sql.fetch(service.store, "SELECT kind FROM sessiondb_records ORDER BY seq")
+    ]
+    assert kinds == ["message"] * 4 + ["entry", "entry", "compaction", "message"]
+
+
+async def test_a_compaction_of_everything_keeps_what_comes_next(
+    service: SessionDBSessionService,
+) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER, session_id="all")
+    for i in range(2):
+        await service.append_event(s, _event(f"m{i}", timestamp=10.0 + i))
+    await service.append_event(s, _compaction(10.0, 11.0, "all so far", at=12.0))
+    assert await _context(service, "all") == [summary_text("all so far")]
+    await service.append_event(s, _event("next", timestamp=13.0))
+    assert await _context(service, "all") == [summary_text("all so far"), "next"]
+
+
+async def test_a_rewind_tombstones_what_it_drops(service: SessionDBSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER, session_id="r")
+    for i, inv in enumerate(["i0", "i1", "i1", "i2"]):
+        await service.append_event(s, _event(f"m{i}", invocation_id=inv, timestamp=10.0 + i))
     rewind = Event(
         invocation_id="r",
         author="user",
-        timestamp=14.0,
-        actions=EventActions(rewind_before_invocation_id="i2"),
+        timestamp=20.0,
+        actions=EventActions(rewind_before_invocation_id="i1"),
     )
-    await service.append_event(s, compaction)
     await service.append_event(s, rewind)
-    got = await _get(service, s.id)
-    assert got.events[-2:] == [compaction, rewind]
-    assert got.events[-2].actions.compaction is not None
-    assert got.events[-1].actions.rewind_before_invocation_id == "i2"
+    assert await _context(service, "r") == ["m0"]
+    await service.append_event(s, _event("again", invocation_id="i3", timestamp=21.0))
+    assert await _context(service, "r") == ["m0", "again"]
+    got = await _get(service, "r")
+    assert len(got.events) == 6 and got.events[4] == rewind  # ADK applies it itself
+    sid = await sql.scalar(service.store, "SELECT session_id FROM sessiondb_adk_sessions")
+    audit = await service.store.records(sid, include_tombstoned=True, kinds=["message"])
+    assert [r.message.text() for r in audit if r.message] == ["m0", "m1", "m2", "m3", "again"]
+    # A rewind to an invocation the session does not have changes nothing.
+    await service.append_event(
+        s,
+        Event(
+            invocation_id="x",
+            author="user",
+            actions=EventActions(rewind_before_invocation_id="nope"),
+        ),
+    )
+    assert await _context(service, "r") == ["m0", "again"]
 
 
 async def test_namespaces_do_not_see_each_other(db_url: str) -> None:
