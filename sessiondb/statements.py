@@ -1369,6 +1369,18 @@ _ADK_UPDATE_SESSION = (
 )
 
 
+def adk_touch_session(session_id: str, update_time: float) -> Bound:
+    """Set an ADK session's update time only (an append with no session state delta)."""
+    return _ADK_TOUCH_SESSION, {"sid": session_id, "at": update_time}
+
+
+_ADK_TOUCH_SESSION = (
+    update(adk_sessions)
+    .where(adk_sessions.c.session_id == SID)
+    .values(update_time=bindparam("at", type_=Float()))
+)
+
+
 def adk_session_state(session_id: str) -> Bound:
     """The ADK session's stored state (read under the head lock its append holds)."""
     return _ADK_SESSION_STATE, {"sid": session_id}

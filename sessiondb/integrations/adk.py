@@ -71,7 +71,7 @@ from ..rows import NewRecord, message_record, new_session_row
 from ..store import SessionStore
 from ..tables import sessions
 from ..validation import check_record_size, column_text, to_json
-from .adk_overlays import overlay_rows
+from .adk_overlays import has_overlays, overlay_rows
 
 try:
     from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -403,13 +403,18 @@ class SessionDBSessionService(BaseSessionService):
                 # Another event with this id (ADK de-duplicates equal events, not ids):
                 # stored too, without the id as its uuid.
                 row = event_record({k: v for k, v in wire.items() if k != "uuid"})
-            head = await core.lock_head(tx, sid)
-            extra = await overlay_rows(tx, sid, head, wire[ADK_FIELD], row.kind)
-            await core.append_in(tx, sid, [row, *extra])
-            current = await tx.fetch(q.adk_session_state(sid))
-            state = jsoncodec.loads(current[0]["state_json"]) if current else {}
-            state.update(deltas["session"])
-            await tx.fetch(q.adk_update_session(sid, _dumps(state, core), stamp))
+            extra: list[NewRecord] = []
+            if has_overlays(wire[ADK_FIELD]):
+                head = await core.lock_head(tx, sid)
+                extra = await overlay_rows(tx, sid, head, wire[ADK_FIELD], row.kind)
+            await core.append_in(tx, sid, [row, *extra])  # takes the session's row lock
+            if deltas["session"]:
+                current = await tx.fetch(q.adk_session_state(sid))
+                state = jsoncodec.loads(current[0]["state_json"]) if current else {}
+                state.update(deltas["session"])
+                await tx.fetch(q.adk_update_session(sid, _dumps(state, core), stamp))
+            else:
+                await tx.fetch(q.adk_touch_session(sid, stamp))
             await _merge_scoped(tx, core, address[0], address[1], deltas)
             return True
 
@@ -610,8 +615,10 @@ async def _merge_scoped(
         if not delta:
             continue
         ns = core.namespace
-        await tx.fetch(q.adk_ensure_state(ns, app, scope, owner, core.flavour))
         rows = await tx.fetch(q.adk_lock_state(ns, app, scope, owner))
+        if not rows:  # the first state of this app or user: made once, however many race
+            await tx.fetch(q.adk_ensure_state(ns, app, scope, owner, core.flavour))
+            rows = await tx.fetch(q.adk_lock_state(ns, app, scope, owner))
         state = jsoncodec.loads(rows[0]["state_json"])
         state.update(delta)
         await tx.fetch(q.adk_set_state(ns, app, scope, owner, _dumps(state, core)))

@@ -64,6 +64,14 @@ def summary_of(compaction: dict[str, Any]) -> str:
     return "\n".join(texts)
 
 
+def has_overlays(event: dict[str, Any]) -> bool:
+    """Whether the stored event ``event`` is a rewind or a compaction."""
+    actions = _actions(event)
+    return bool(actions.get("rewind_before_invocation_id")) or isinstance(
+        actions.get("compaction"), dict
+    )
+
+
 async def overlay_rows(
     tx: Transaction, session_id: str, head: int, event: dict[str, Any], kind: str
 ) -> list[NewRecord]:

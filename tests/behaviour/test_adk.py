@@ -549,28 +549,46 @@ _config = st.one_of(
     ),
     _values,
 )
-_event_args = st.one_of(
+_overlay_actions = st.one_of(
+    st.just({}),
+    st.builds(lambda inv: {"rewind_before_invocation_id": inv}, st.sampled_from(["f", "g", ""])),
     st.builds(
-        lambda text, delta, ts, partial: Event(
-            author="user",
-            invocation_id="f",
-            timestamp=ts,
-            partial=partial,
-            content=types.Content(role="user", parts=[types.Part(text=text)]),
-            actions=EventActions(state_delta=delta if isinstance(delta, dict) else {}),
-        ),
-        _text,
-        _state,
+        lambda start, end, text: {
+            "compaction": EventCompaction(
+                start_timestamp=start,
+                end_timestamp=end,
+                compacted_content=types.Content(role="model", parts=[types.Part(text=text)]),
+            )
+        },
         st.floats(0, 2e9),
-        st.booleans(),
+        st.floats(0, 2e9),
+        _text,
     ),
-    _values,
 )
-_calls = st.one_of(
+_events = st.builds(
+    lambda text, delta, ts, partial, invocation, extra: Event(
+        author="user",
+        invocation_id=invocation,
+        timestamp=ts,
+        partial=partial,
+        content=types.Content(role="user", parts=[types.Part(text=text)]) if text else None,
+        actions=EventActions(state_delta=delta if isinstance(delta, dict) else {}, **extra),
+    ),
+    st.one_of(st.none(), _text),
+    _state,
+    st.floats(0, 2e9),
+    st.booleans(),
+    st.sampled_from(["f", "g"]),
+    _overlay_actions,
+)
+# Names that are mostly valid (two in three), so that calls reach the database.
+_app = st.tuples(st.integers(0, 2), _values).map(lambda t: APP if t[0] else t[1])
+_user = st.tuples(st.integers(0, 2), _values).map(lambda t: USER if t[0] else t[1])
+_others = st.one_of(
     st.tuples(
         st.just("create_session"),
         st.fixed_dictionaries(
-            {"app_name": _values, "user_id": _values},
+            {"app_name": _app, "user_id": _user},
             optional={"session_id": st.one_of(_values, st.just("s")), "state": _state},
         ),
     ),
@@ -578,8 +596,8 @@ _calls = st.one_of(
         st.just("get_session"),
         st.fixed_dictionaries(
             {
-                "app_name": st.one_of(_values, st.just(APP)),
-                "user_id": _values,
+                "app_name": _app,
+                "user_id": _user,
                 "session_id": _values,
             },
             optional={"config": _config},
@@ -587,22 +605,32 @@ _calls = st.one_of(
     ),
     st.tuples(
         st.just("list_sessions"),
-        st.fixed_dictionaries({"app_name": _values}, optional={"user_id": _values}),
+        st.fixed_dictionaries({"app_name": _app}, optional={"user_id": _user}),
     ),
     st.tuples(
         st.just("delete_session"),
-        st.fixed_dictionaries({"app_name": _values, "user_id": _values, "session_id": _values}),
+        st.fixed_dictionaries({"app_name": _app, "user_id": _user, "session_id": _values}),
     ),
     st.tuples(
-        st.just("get_user_state"), st.fixed_dictionaries({"app_name": _values, "user_id": _values})
-    ),
-    st.tuples(
-        st.just("append_event"),
-        st.fixed_dictionaries(
-            {"event": _event_args, "session": st.one_of(st.just("known"), _values)}
-        ),
+        st.just("get_user_state"), st.fixed_dictionaries({"app_name": _app, "user_id": _user})
     ),
 )
+# Half the calls are appends, three in four of them to the known session (one_of would
+# flatten the choices and make either rare).
+_appends = st.tuples(
+    st.just("append_event"),
+    st.fixed_dictionaries(
+        {
+            "event": st.tuples(st.integers(0, 3), _events, _values).map(
+                lambda t: t[1] if t[0] else t[2]
+            ),
+            "session": st.tuples(st.integers(0, 3), _values).map(
+                lambda t: "known" if t[0] else t[1]
+            ),
+        }
+    ),
+)
+_calls = st.booleans().flatmap(lambda append: _appends if append else _others)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
@@ -625,8 +653,11 @@ def test_fuzz_public_methods_raise_only_sessiondb_errors(db_url: str) -> None:
             name, kwargs = call
             if name == "append_event" and kwargs["session"] == "known":
                 kwargs = {**kwargs, "session": known}
+            outcome = "refused"
             with contextlib.suppress(SessionDBError):
                 loop.run_until_complete(getattr(service, name)(**kwargs))
+                outcome = "done"
+            outcomes[(name, outcome)] = outcomes.get((name, outcome), 0) + 1
             # The known session still reads back whole.
             got = loop.run_until_complete(
                 service.get_session(app_name=APP, user_id=USER, session_id="s")
@@ -637,12 +668,17 @@ def test_fuzz_public_methods_raise_only_sessiondb_errors(db_url: str) -> None:
                         store,
                         "SELECT count(*) FROM sessiondb_records r JOIN "
                         "sessiondb_adk_sessions a ON a.session_id = r.session_id "
-                        "WHERE a.adk_id = 's' AND a.user_id = :u",
+                        "WHERE a.adk_id = 's' AND a.user_id = :u "
+                        "AND r.kind IN ('message', 'entry')",
                         u=USER,
                     )
                 )
 
+        outcomes: dict[tuple[str, str], int] = {}
         check()
+        # The fuzz reached the database, not only the argument checks.
+        assert outcomes.get(("append_event", "done"), 0) >= 30, outcomes
+        assert outcomes.get(("create_session", "done"), 0) >= 2, outcomes
     finally:
         loop.run_until_complete(store.close())
         loop.close()
