@@ -682,3 +682,44 @@ def test_fuzz_public_methods_raise_only_sessiondb_errors(db_url: str) -> None:
     finally:
         loop.run_until_complete(store.close())
         loop.close()
+
+
+# -- a real Runner -------------------------------------------------------------------------
+
+
+async def test_a_runner_keeps_its_conversation(service: SessionDBSessionService) -> None:
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+
+    class Echo(BaseLlm):
+        """Answers with how many texts the request held and the last one."""
+
+        model: str = "echo"
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            texts = [p.text for c in llm_request.contents for p in c.parts or [] if p.text]
+            reply = types.Part(text=f"seen {len(texts)}: {texts[-1]}")
+            yield LlmResponse(content=types.Content(role="model", parts=[reply]))
+
+    agent = LlmAgent(name="echo", model=Echo(), instruction="echo", output_key="last")
+    runner = Runner(agent=agent, app_name=APP, session_service=service)
+    s = await service.create_session(app_name=APP, user_id=USER)
+    replies = []
+    for question in ("one", "two"):
+        message = types.Content(role="user", parts=[types.Part(text=question)])
+        async for event in runner.run_async(user_id=USER, session_id=s.id, new_message=message):
+            if event.content and event.content.parts and event.author == "echo":
+                replies.append(event.content.parts[0].text)
+    # The second call saw the first turn, read back from the database.
+    assert replies == ["seen 1: one", "seen 3: two"]
+    got = await _get(service, s.id)
+    assert [e.author for e in got.events] == ["user", "echo", "user", "echo"]
+    assert got.state == {"last": "seen 3: two"}
+    assert await _context(service, s.id) == ["one", "seen 1: one", "two", "seen 3: two"]
