@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -723,3 +724,36 @@ async def test_a_runner_keeps_its_conversation(service: SessionDBSessionService)
     assert [e.author for e in got.events] == ["user", "echo", "user", "echo"]
     assert got.state == {"last": "seen 3: two"}
     assert await _context(service, s.id) == ["one", "seen 1: one", "two", "seen 3: two"]
+
+
+async def test_retention_takes_the_adk_session_and_keeps_the_users_state(
+    service: SessionDBSessionService,
+) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER, state={"user:k": 1, "n": 2})
+    await service.append_event(s, _event("hello"))
+    await asyncio.sleep(0.01)
+    report = await service.store.expire(timedelta(milliseconds=5))
+    assert len(report.deleted) == 1
+    assert await service.get_session(app_name=APP, user_id=USER, session_id=s.id) is None
+    assert (await service.list_sessions(app_name=APP)).sessions == []
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_adk_sessions") == 0
+    assert await service.get_user_state(app_name=APP, user_id=USER) == {"k": 1}
+
+
+async def test_an_adk_session_exports_with_every_event(
+    service: SessionDBSessionService, tmp_path: Any
+) -> None:
+    s = await service.create_session(app_name=APP, user_id=USER)
+    events = [
+        _event("hi"),
+        _delta({"k": 1}, author="forecaster"),  # no text: an entry
+        _event("bye", author="forecaster"),
+    ]
+    for event in events:
+        await service.append_event(s, event)
+    sid = await sql.scalar(service.store, "SELECT session_id FROM sessiondb_adk_sessions")
+    (path, *_) = await service.store.export_session(sid, tmp_path)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # A message line carries the event beside its text; an entry line in its entry.
+    stored = [line.get(ADK_FIELD) or line.get("entry", {}).get(ADK_FIELD) for line in lines]
+    assert [Event.model_validate(e) for e in stored] == events
