@@ -100,6 +100,8 @@ __all__ = [
 
 #: The wire field of a sessiondb message that holds the ADK event as appended.
 ADK_FIELD = "adkEvent"
+#: The longest app name, user id or session id, in UTF-8 bytes.
+MAX_NAME_BYTES = 512
 # Events read per statement while walking back for ``after_timestamp``.
 _PAGE = 256
 # Attempts at an append whose event id collides with a concurrent writer's.
@@ -558,8 +560,13 @@ def payload_event(payload: str) -> Event:
 
 
 def _name(value: Any, what: str) -> str:
+    """An app name, user id or session id: text a key column can hold. Each is at most
+    512 UTF-8 bytes, so that the primary key of ``sessiondb_adk_sessions`` (three of them
+    and the namespace) stays within Postgres's 2,704-byte index row."""
     text = column_text(value, what, optional=False)
     assert text is not None
+    if len(text) > MAX_NAME_BYTES // 4 and len(text.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidInputError(f"{what} is longer than {MAX_NAME_BYTES} UTF-8 bytes")
     return text
 
 

@@ -31,7 +31,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig  # noqa: E
 from google.adk.sessions.session import Session  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from sessiondb import SessionDBError, SessionStore  # noqa: E402
+from sessiondb import InvalidInputError, SessionDBError, SessionStore  # noqa: E402
 from sessiondb import statements as q  # noqa: E402
 from sessiondb.context import summary_text  # noqa: E402
 from sessiondb.integrations.adk import (  # noqa: E402
@@ -532,7 +532,12 @@ def _event_id(payload: str) -> str:
 
 _text = st.one_of(st.text(max_size=8), st.just("\u0000"), st.just("\ud800"), st.just(" "))
 _values = st.one_of(
-    _text, st.none(), st.integers(), st.lists(st.integers(), max_size=2), st.just(b"x")
+    _text,
+    st.none(),
+    st.integers(),
+    st.lists(st.integers(), max_size=2),
+    st.just(b"x"),
+    st.just("é" * 300),  # over the 512-byte bound of a name
 )
 _state = st.one_of(
     st.none(),
@@ -757,3 +762,14 @@ async def test_an_adk_session_exports_with_every_event(
     # A message line carries the event beside its text; an entry line in its entry.
     stored = [line.get(ADK_FIELD) or line.get("entry", {}).get(ADK_FIELD) for line in lines]
     assert [Event.model_validate(e) for e in stored] == events
+
+
+async def test_names_too_long_for_the_key_are_refused(service: SessionDBSessionService) -> None:
+    long = "é" * 257  # 514 UTF-8 bytes
+    for kwargs in ({"app_name": long}, {"user_id": long}, {"session_id": long}):
+        args = {"app_name": APP, "user_id": USER, "session_id": "s", **kwargs}
+        with pytest.raises(InvalidInputError, match="512 UTF-8 bytes"):
+            await service.create_session(**args)
+    assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_sessions") == 0
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="é" * 256)
+    assert await service.get_session(app_name=APP, user_id=USER, session_id=made.id) == made
