@@ -41,6 +41,12 @@ implementation detects…"), its shared contract tests do not require it, and
 object is older than the stored one is simply added after the others (nothing the
 caller did not write is overwritten).
 
+Event loops: a store's connections belong to one loop. A service that opens its store
+from a URL outside any running loop (a script that uses ADK's sync ``Runner.run``, which
+runs each call on a new loop) keeps a loop thread for it; otherwise the loop running
+when it is built (or, for a store passed in, the loop of its first call) is the store's,
+and a call from another loop is run there (:mod:`sessiondb.integrations.loops`).
+
 ``get_session`` returns every event, compaction and rewind events included and the
 events they cover too: ADK's runner applies them when it builds the model's context, as
 it does with every session service.
@@ -48,6 +54,7 @@ it does with every session service.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any, Unpack
@@ -72,6 +79,7 @@ from ..store import SessionStore
 from ..tables import sessions
 from ..validation import check_record_size, column_text, to_json
 from .adk_overlays import has_overlays, overlay_rows
+from .loops import on_home, on_home_loop, settle_home
 
 try:
     from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -169,6 +177,10 @@ class SessionDBSessionService(BaseSessionService):
             self._store = SessionStore(Settings.from_options(store_or_url, namespace, open_kwargs))
             self._owns_store = True
         self._core: Core = self._store.core
+        # The loop every call runs on: the running one; for a store the service opens
+        # outside any loop, a loop thread of its own (ADK's sync Runner.run calls from
+        # a new loop each time); for a store passed in, the loop of its first call.
+        self._thread = settle_home(self._core, "sessiondb-adk", thread=self._owns_store)
         self._migrate_first = create_tables
         # sessiondb ids of ADK sessions seen, by address; bounded (a miss costs a lookup).
         self._ids: dict[tuple[str, str, str], str] = {}
@@ -178,10 +190,20 @@ class SessionDBSessionService(BaseSessionService):
         """The store the sessions live in."""
         return self._store
 
+    @property
+    def core(self) -> Core:
+        """The store's core (``store.core``)."""
+        return self._core
+
     async def close(self) -> None:
-        """Close the store if the service opened it; else nothing."""
-        if self._owns_store:
-            await self._store.close()
+        """Close the store if the service opened it (and the loop thread it runs on, if
+        it made one); else nothing."""
+        if not self._owns_store:
+            return
+        await on_home(self._core, self._store.close())
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.stop)
+            self._thread = None
 
     async def __aenter__(self) -> SessionDBSessionService:
         return self
@@ -191,6 +213,7 @@ class SessionDBSessionService(BaseSessionService):
 
     # -- BaseSessionService ------------------------------------------------------------
 
+    @on_home_loop
     async def create_session(
         self,
         *,
@@ -259,6 +282,7 @@ class SessionDBSessionService(BaseSessionService):
             last_update_time=stamp,
         )
 
+    @on_home_loop
     async def get_session(
         self,
         *,
@@ -298,6 +322,7 @@ class SessionDBSessionService(BaseSessionService):
             last_update_time=float(row["update_time"]),
         )
 
+    @on_home_loop
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
@@ -333,6 +358,7 @@ class SessionDBSessionService(BaseSessionService):
             ]
         )
 
+    @on_home_loop
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its events; nothing when there is none. The app's and
         user's state stay.
@@ -354,6 +380,7 @@ class SessionDBSessionService(BaseSessionService):
         except SessionNotFoundError:
             return  # deleted meanwhile
 
+    @on_home_loop
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state (keys without ``user:``); ``{}`` when none is stored."""
         app, user = _name(app_name, "app_name"), _name(user_id, "user_id")
@@ -364,6 +391,7 @@ class SessionDBSessionService(BaseSessionService):
                 return state
         return {}
 
+    @on_home_loop
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store ``event`` and its state delta in one transaction, then apply it to
         ``session``. A partial event is neither; an event whose id is stored already is

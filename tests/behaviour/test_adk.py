@@ -31,7 +31,12 @@ from google.adk.sessions.base_session_service import GetSessionConfig  # noqa: E
 from google.adk.sessions.session import Session  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from sessiondb import InvalidInputError, SessionDBError, SessionStore  # noqa: E402
+from sessiondb import (  # noqa: E402
+    ConfigurationError,
+    InvalidInputError,
+    SessionDBError,
+    SessionStore,
+)
 from sessiondb import statements as q  # noqa: E402
 from sessiondb.context import summary_text  # noqa: E402
 from sessiondb.integrations.adk import (  # noqa: E402
@@ -693,7 +698,9 @@ def test_fuzz_public_methods_raise_only_sessiondb_errors(db_url: str) -> None:
 # -- a real Runner -------------------------------------------------------------------------
 
 
-async def test_a_runner_keeps_its_conversation(service: SessionDBSessionService) -> None:
+def _echo_runner(service: SessionDBSessionService) -> Any:
+    """ADK's Runner with an agent whose model answers with how many texts the request
+    held and the last one."""
     from collections.abc import AsyncGenerator
 
     from google.adk.agents import LlmAgent
@@ -703,8 +710,6 @@ async def test_a_runner_keeps_its_conversation(service: SessionDBSessionService)
     from google.adk.runners import Runner
 
     class Echo(BaseLlm):
-        """Answers with how many texts the request held and the last one."""
-
         model: str = "echo"
 
         async def generate_content_async(
@@ -715,7 +720,11 @@ async def test_a_runner_keeps_its_conversation(service: SessionDBSessionService)
             yield LlmResponse(content=types.Content(role="model", parts=[reply]))
 
     agent = LlmAgent(name="echo", model=Echo(), instruction="echo", output_key="last")
-    runner = Runner(agent=agent, app_name=APP, session_service=service)
+    return Runner(agent=agent, app_name=APP, session_service=service)
+
+
+async def test_a_runner_keeps_its_conversation(service: SessionDBSessionService) -> None:
+    runner = _echo_runner(service)
     s = await service.create_session(app_name=APP, user_id=USER)
     replies = []
     for question in ("one", "two"):
@@ -773,3 +782,35 @@ async def test_names_too_long_for_the_key_are_refused(service: SessionDBSessionS
     assert await sql.scalar(service.store, "SELECT count(*) FROM sessiondb_sessions") == 0
     made = await service.create_session(app_name=APP, user_id=USER, session_id="é" * 256)
     assert await service.get_session(app_name=APP, user_id=USER, session_id=made.id) == made
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_the_sync_runner_calls_from_a_new_loop_each_time(db_url: str) -> None:
+    # Built outside any loop: the service keeps a loop thread for its store, and ADK's
+    # Runner.run, which runs each call on a loop of its own, reaches it from there.
+    service = SessionDBSessionService(db_url)
+    runner = _echo_runner(service)
+    s = asyncio.run(service.create_session(app_name=APP, user_id=USER))
+    replies = []
+    for question in ("one", "two"):
+        message = types.Content(role="user", parts=[types.Part(text=question)])
+        for event in runner.run(user_id=USER, session_id=s.id, new_message=message):
+            if event.content and event.content.parts and event.author == "echo":
+                replies.append(event.content.parts[0].text)
+    assert replies == ["seen 1: one", "seen 3: two"]
+    got = asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id=s.id))
+    assert got is not None and len(got.events) == 4
+    asyncio.run(service.close())
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # Postgres's would leak
+def test_a_store_whose_loop_has_ended_is_a_typed_error(db_url: str) -> None:
+    async def build() -> SessionDBSessionService:
+        service = SessionDBSessionService(db_url)  # the running loop becomes its home
+        await service.create_session(app_name=APP, user_id=USER, session_id="s")
+        return service
+
+    service = asyncio.run(build())
+    with pytest.raises(ConfigurationError, match="no longer running"):
+        asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id="s"))
+    asyncio.run(service.store.close())
