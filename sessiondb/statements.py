@@ -68,7 +68,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from .tables import Id, UTCDateTime, records, sessions, turns
+from .tables import Id, UTCDateTime, adk_sessions, adk_state, records, sessions, turns
 
 Bound = tuple[Executable, dict[str, Any]]
 
@@ -1232,3 +1232,230 @@ def _expiry_plan(flavour: str, lock: bool) -> Select[Any]:
     if lock and flavour == POSTGRES:
         stmt = stmt.with_for_update(of=member)
     return stmt
+
+
+# -- Google ADK sessions (sessiondb.integrations.adk) ------------------------------------------
+#
+# An ADK session is addressed by ``(ns, app, user, adk_id)``: the primary key of
+# ``sessiondb_adk_sessions``. Its events are the ``message`` records of the sessiondb
+# session ``session_id``, read by the records' primary key.
+
+_APP = bindparam("app", type_=Text())
+_USER = bindparam("user", type_=Text())
+
+
+def _adk_state_of(alias: Any, scope: str, user: ColumnElement[Any]) -> ColumnElement[bool]:
+    a = adk_sessions.c
+    return and_(
+        alias.c.namespace == a.namespace,
+        alias.c.app_name == a.app_name,
+        alias.c.scope == const(scope),
+        alias.c.user_id == user,
+    )
+
+
+def adk_session(namespace: str, app: str, user: str, adk_id: str) -> Bound:
+    """The ADK session's row, its head (``last_seq``) and its app and user state
+    (``app_state``, ``user_state``: NULL when none is stored), in one statement: the
+    session state and the head change in the same transaction, so they agree."""
+    return _ADK_SESSION, {"ns": namespace, "app": app, "user": user, "adk_id": adk_id}
+
+
+def _adk_session() -> Select[Any]:
+    a = adk_sessions.c
+    app_state = adk_state.alias("app_state")
+    user_state = adk_state.alias("user_state")
+    joined = (
+        adk_sessions.join(sessions, sessions.c.id == a.session_id)
+        .outerjoin(app_state, _adk_state_of(app_state, "app", literal_column("''")))
+        .outerjoin(user_state, _adk_state_of(user_state, "user", a.user_id))
+    )
+    return (
+        select(
+            a.session_id,
+            a.state_json,
+            a.update_time,
+            sessions.c.last_seq,
+            app_state.c.state_json.label("app_state"),
+            user_state.c.state_json.label("user_state"),
+        )
+        .select_from(joined)
+        .where(
+            a.namespace == NS,
+            a.app_name == _APP,
+            a.user_id == _USER,
+            a.adk_id == bindparam("adk_id", type_=Text()),
+        )
+    )
+
+
+_ADK_SESSION = _adk_session()
+
+
+def adk_events(session_id: str, to_seq: int, limit: int | None) -> Bound:
+    """``(seq, kind, payload)`` of the session's events (its ``message`` and ``entry``
+    records) with ``seq <= to_seq``: all of them in seq order, or the last ``limit``
+    newest first (by the records' primary key)."""
+    if limit is None:
+        return _ADK_EVENTS_ALL, {"sid": session_id, "to_seq": to_seq}
+    return _ADK_EVENTS_TAIL, {"sid": session_id, "to_seq": to_seq, "limit": limit}
+
+
+def _adk_events() -> Select[Any]:
+    r = records.c
+    return select(r.seq, r.kind, r.payload).where(
+        r.session_id == SID,
+        r.kind.in_([const("message"), const("entry")]),
+        r.seq <= bindparam("to_seq", type_=BigInteger()),
+    )
+
+
+_ADK_EVENTS_ALL = _adk_events().order_by(records.c.seq)
+_ADK_EVENTS_TAIL = (
+    _adk_events().order_by(records.c.seq.desc()).limit(bindparam("limit", type_=BigInteger()))
+)
+
+
+def adk_first_event(session_id: str) -> Bound:
+    """``(seq, kind, payload)`` of the session's first event, if any."""
+    return _ADK_FIRST_EVENT, {"sid": session_id, "to_seq": 2**62}
+
+
+_ADK_FIRST_EVENT = _adk_events().order_by(records.c.seq).limit(const(1))
+
+
+def adk_list(namespace: str, app: str, user: str | None) -> Bound:
+    """The ADK sessions of an app (of one user, with ``user``), oldest ``update_time``
+    first, by the index on that order; no events."""
+    params: dict[str, Any] = {"ns": namespace, "app": app}
+    if user is None:
+        return _ADK_LIST_APP, params
+    return _ADK_LIST_USER, {**params, "user": user}
+
+
+def _adk_list(by_user: bool) -> Select[Any]:
+    a = adk_sessions.c
+    stmt = select(a.user_id, a.adk_id, a.state_json, a.update_time).where(
+        a.namespace == NS, a.app_name == _APP
+    )
+    if by_user:
+        stmt = stmt.where(a.user_id == _USER)
+    return stmt.order_by(a.update_time, a.user_id, a.adk_id)
+
+
+_ADK_LIST_APP = _adk_list(False)
+_ADK_LIST_USER = _adk_list(True)
+
+
+def adk_states(namespace: str, app: str, user: str | None) -> Bound:
+    """``(scope, user_id, state_json)`` of the app's state and of its users' (one
+    user's, with ``user``)."""
+    params: dict[str, Any] = {"ns": namespace, "app": app}
+    if user is None:
+        return _ADK_STATES_APP, params
+    return _ADK_STATES_USER, {**params, "user": user}
+
+
+def _adk_states(by_user: bool) -> Select[Any]:
+    t = adk_state.c
+    stmt = select(t.scope, t.user_id, t.state_json).where(t.namespace == NS, t.app_name == _APP)
+    if by_user:
+        stmt = stmt.where(
+            ((t.scope == const("app")) & (t.user_id == literal_column("''")))
+            | ((t.scope == const("user")) & (t.user_id == _USER))
+        )
+    return stmt
+
+
+_ADK_STATES_APP = _adk_states(False)
+_ADK_STATES_USER = _adk_states(True)
+
+
+def adk_insert_session(values: dict[str, Any]) -> Bound:
+    """Insert an ADK session's row (every column, by name)."""
+    return _ADK_INSERT_SESSION, values
+
+
+_ADK_INSERT_SESSION = insert(adk_sessions).values(
+    {c.name: bindparam(c.name, type_=c.type) for c in adk_sessions.c}
+)
+
+
+def adk_update_session(session_id: str, state_json: str, update_time: float) -> Bound:
+    """Set an ADK session's state and update time (inside its append's transaction)."""
+    return _ADK_UPDATE_SESSION, {"sid": session_id, "state": state_json, "at": update_time}
+
+
+_ADK_UPDATE_SESSION = (
+    update(adk_sessions)
+    .where(adk_sessions.c.session_id == SID)
+    .values(
+        state_json=bindparam("state", type_=Text()),
+        update_time=bindparam("at", type_=Float()),
+    )
+)
+
+
+def adk_touch_session(session_id: str, update_time: float) -> Bound:
+    """Set an ADK session's update time only (an append with no session state delta)."""
+    return _ADK_TOUCH_SESSION, {"sid": session_id, "at": update_time}
+
+
+_ADK_TOUCH_SESSION = (
+    update(adk_sessions)
+    .where(adk_sessions.c.session_id == SID)
+    .values(update_time=bindparam("at", type_=Float()))
+)
+
+
+def adk_session_state(session_id: str) -> Bound:
+    """The ADK session's stored state (read under the head lock its append holds)."""
+    return _ADK_SESSION_STATE, {"sid": session_id}
+
+
+_ADK_SESSION_STATE = select(adk_sessions.c.state_json).where(adk_sessions.c.session_id == SID)
+
+
+def _state_key(namespace: str, app: str, scope: str, user: str) -> dict[str, Any]:
+    return {"ns": namespace, "app": app, "scope": scope, "user": user}
+
+
+_SCOPE = bindparam("scope", type_=String(8))
+
+
+def adk_ensure_state(namespace: str, app: str, scope: str, user: str, flavour: str) -> Bound:
+    """Make the app's or user's state row (``{}``) unless it exists."""
+    return _adk_ensure_state(flavour), _state_key(namespace, app, scope, user)
+
+
+@cache
+def _adk_ensure_state(flavour: str) -> Executable:
+    make = pg_insert if flavour == POSTGRES else sqlite_insert
+    stmt = make(adk_state).values(
+        namespace=NS, app_name=_APP, scope=_SCOPE, user_id=_USER, state_json=literal_column("'{}'")
+    )
+    return stmt.on_conflict_do_nothing(index_elements=["namespace", "app_name", "scope", "user_id"])
+
+
+def adk_lock_state(namespace: str, app: str, scope: str, user: str) -> Bound:
+    """The app's or user's state, its row locked until the transaction ends (SQLite's
+    write transaction holds the whole database already)."""
+    return _ADK_LOCK_STATE, _state_key(namespace, app, scope, user)
+
+
+def _adk_state_row() -> ColumnElement[bool]:
+    t = adk_state.c
+    return and_(t.namespace == NS, t.app_name == _APP, t.scope == _SCOPE, t.user_id == _USER)
+
+
+_ADK_LOCK_STATE = select(adk_state.c.state_json).where(_adk_state_row()).with_for_update()
+
+
+def adk_set_state(namespace: str, app: str, scope: str, user: str, state_json: str) -> Bound:
+    """Replace the app's or user's state."""
+    return _ADK_SET_STATE, {**_state_key(namespace, app, scope, user), "state": state_json}
+
+
+_ADK_SET_STATE = (
+    update(adk_state).where(_adk_state_row()).values(state_json=bindparam("state", type_=Text()))
+)

@@ -39,6 +39,8 @@ from .kinds import KIND_CHECK
 SESSIONS = "sessiondb_sessions"
 RECORDS = "sessiondb_records"
 TURNS = "sessiondb_turns"
+ADK_SESSIONS = "sessiondb_adk_sessions"
+ADK_STATE = "sessiondb_adk_state"
 VERSION_TABLE = "sessiondb_alembic_version"
 
 metadata = MetaData(
@@ -160,4 +162,42 @@ turns = Table(
     Column("expires_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("session_id", "ticket"),
     ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
+)
+
+# Google ADK sessions (``sessiondb.integrations.adk``): ADK addresses a session by
+# (app_name, user_id, session_id) and keeps state beside it, which no sessiondb column
+# holds. One row per ADK session, pointing at the sessiondb session that holds its
+# events as records; deleting that session (``delete_session``, retention) deletes the
+# row. ``state_json`` is the session-scoped state, written in the transaction of every
+# append; ``update_time`` is ADK's last update time (the last event's timestamp), which
+# ADK lists by, oldest first. The primary key finds an app's or a user's sessions and the
+# listing sorts them: no index holds ``update_time``, so the UPDATE of every append can
+# stay a HOT update instead of writing three index entries.
+adk_sessions = Table(
+    ADK_SESSIONS,
+    metadata,
+    Column("namespace", String(255), nullable=False),
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("adk_id", Text, nullable=False),
+    Column("session_id", Id, nullable=False),
+    Column("state_json", Text, nullable=False),
+    Column("update_time", Float, nullable=False),
+    PrimaryKeyConstraint("namespace", "app_name", "user_id", "adk_id"),
+    ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
+    UniqueConstraint("session_id"),
+)
+
+# ADK's ``app:`` state (scope ``app``, user_id ``''``) and ``user:`` state (scope
+# ``user``), shared by every session of the app or of the user; keys without the prefix.
+adk_state = Table(
+    ADK_STATE,
+    metadata,
+    Column("namespace", String(255), nullable=False),
+    Column("app_name", Text, nullable=False),
+    Column("scope", String(8), nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("state_json", Text, nullable=False),
+    PrimaryKeyConstraint("namespace", "app_name", "scope", "user_id"),
+    CheckConstraint("scope IN ('app', 'user')", name="scope"),
 )

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from sessiondb import SessionStore
 from sessiondb import migrate as migrations
-from sessiondb.tables import RECORDS, SESSIONS, TURNS, VERSION_TABLE
+from sessiondb.tables import ADK_SESSIONS, ADK_STATE, RECORDS, SESSIONS, TURNS, VERSION_TABLE
 
 SERVICE_TABLE = "service_orders"
 
@@ -197,7 +197,16 @@ async def test_a_service_env_py_with_the_helper(db_url: str, tmp_path: Path) -> 
             return set(inspect(sync).get_table_names()), revision_text(root, rev)
 
         tables, second = await sqlh.run_sync(store, after_upgrade)
-        assert tables == {SESSIONS, RECORDS, TURNS, VERSION_TABLE, SERVICE_TABLE, "alembic_version"}
+        assert tables == {
+            SESSIONS,
+            RECORDS,
+            TURNS,
+            ADK_SESSIONS,
+            ADK_STATE,
+            VERSION_TABLE,
+            SERVICE_TABLE,
+            "alembic_version",
+        }
         assert "sessiondb" not in second
         batch = ["with op.batch_alter_table", "batch_op.add_column"]
         batch += ["with op.batch_alter_table", "batch_op.drop_column"]
