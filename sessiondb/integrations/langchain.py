@@ -44,6 +44,7 @@ from .. import jsoncodec
 from ..config import Settings
 from ..errors import InvalidInputError, MissingDependencyError, SessionDBError, SessionNotFoundError
 from ..store import SessionStore
+from .loops import LoopThread
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -256,25 +257,6 @@ def _usage_metadata(usage: Any) -> dict[str, Any] | None:
 # -- the history ------------------------------------------------------------------------
 
 
-class _LoopThread:
-    """An event loop running on a daemon thread of its own."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-        self.loop.call_soon(started.set)
-        self.thread = threading.Thread(
-            target=self.loop.run_forever, name="sessiondb-langchain", daemon=True
-        )
-        self.thread.start()
-        started.wait()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
-
-
 class SessionDBChatMessageHistory(BaseChatMessageHistory):
     """The messages of one conversation, kept in a sessiondb session.
 
@@ -317,7 +299,7 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
         self._create_kwargs = dict(create_kwargs or {})
         self._session_id: str | None = None
         # A history built from a URL owns its store and the loop thread it runs on.
-        self._runner: _LoopThread | None = None
+        self._runner: LoopThread | None = None
         self._lock = threading.Lock()
         if self._store is not None:
             with contextlib.suppress(RuntimeError):
@@ -462,7 +444,7 @@ class SessionDBChatMessageHistory(BaseChatMessageHistory):
             return home_of(self._store, current)
         with self._lock:
             if self._runner is None:
-                self._runner = _LoopThread()
+                self._runner = LoopThread("sessiondb-langchain")
                 self._store = SessionStore(Settings.from_env(self._url, self._namespace))
             return self._runner.loop
 
@@ -508,7 +490,7 @@ def home_of(
     with core.home_lock:
         home = core.home_loop
         if home is None or home.is_closed():
-            home = current if current is not None else _LoopThread().loop
+            home = current if current is not None else LoopThread("sessiondb-langchain").loop
             core.home_loop = home
         return home
 
