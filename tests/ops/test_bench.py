@@ -86,3 +86,32 @@ def _databases(admin_url: URL) -> str:
             await conn.close()
 
     return asyncio.run(names())
+
+
+def test_bench_adk_tiny_runs(postgres, tmp_path: Path) -> None:
+    """``python -m bench.adk --tiny``: sessiondb's ADK service beside ADK's own, each
+    figure reported (needs the ``adk`` extra)."""
+    from helpers.frameworks import need_framework
+
+    need_framework("google.adk", "adk")
+    if postgres.admin_url is None:
+        message = f"the benchmark needs Postgres: {postgres.reason}"
+        if os.environ.get("SESSIONDB_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message + " (SESSIONDB_REQUIRE_POSTGRES=1)")
+        pytest.skip(message)
+    env = {
+        **os.environ,
+        "SESSIONDB_BENCH_DATABASE_URL": postgres.admin_url.render_as_string(hide_password=False),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.adk", "--tiny"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    for figure in ("append_event", "get_session", "num_recent_events", "list_sessions"):
+        assert figure in proc.stdout, proc.stdout
+    assert "DatabaseSessionService" in proc.stdout
