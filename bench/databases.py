@@ -22,6 +22,10 @@ import asyncpg
 from sqlalchemy.engine import URL, make_url
 
 from sessiondb import SessionStore, _compose
+from sessiondb.tables import metadata
+
+#: Every sessiondb table, each before the tables it refers to (what ``clear`` empties).
+TABLES = [table.name for table in reversed(metadata.sorted_tables)]
 
 ENV_URL = "SESSIONDB_BENCH_DATABASE_URL"
 
@@ -150,7 +154,7 @@ class PostgresServer:
         checkpoint, seconds when the disk is busy)."""
         conn = await asyncpg.connect(db.dsn)
         try:
-            await conn.execute("TRUNCATE sessiondb_turns, sessiondb_records, sessiondb_sessions")
+            await conn.execute(f"TRUNCATE {', '.join(TABLES)}")
         finally:
             await conn.close()
 
@@ -212,9 +216,8 @@ class SQLiteFiles:
         """Empty the tables and shrink the file back to an empty database's."""
         conn = sqlite3.connect(db.path, isolation_level=None)
         try:
-            conn.execute("DELETE FROM sessiondb_turns")
-            conn.execute("DELETE FROM sessiondb_records")
-            conn.execute("DELETE FROM sessiondb_sessions")
+            for table in TABLES:
+                conn.execute(f"DELETE FROM {table}")
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:

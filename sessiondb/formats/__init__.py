@@ -136,11 +136,14 @@ def chosen_format(
     """The format ``candidate`` (a file or directory :func:`candidates` gave under
     ``root``) is read in: ``chosen`` if given (a file under ``root`` it does not claim
     is passed over), else the one :func:`detect` picks. ``None`` for a file read in no
-    format; it goes to ``skipped`` with the reason, so nothing is passed over silently."""
+    format; it goes to ``skipped`` with the reason, so nothing is passed over silently,
+    except a ``.json`` file found in a tree: most JSON files are not sessions (a native
+    session's ``metadata.json``, a project's ``package.json``), and only a legacy Gemini
+    CLI document is read."""
     fmt = chosen if chosen is not None else detect(candidate)
     if fmt is not None and (chosen is None or candidate == root or fmt.sniff(candidate)):
         return fmt
-    if skipped is not None:
+    if skipped is not None and (candidate == root or candidate.suffix != ".json"):
         if chosen is None:
             known = ", ".join(FORMATS)
             reason = f"no format recognises it (its first lines are none of {known})"

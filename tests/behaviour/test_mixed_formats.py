@@ -37,6 +37,7 @@ def mixed_tree(root: Path) -> Path:
     (root / "stray" / "notes.jsonl").parent.mkdir()
     (root / "stray" / "notes.jsonl").write_text('{"hello": "world"}\n')
     (root / "stray" / "README.md").write_text("not a session\n")
+    (root / "stray" / "package.json").write_text('{"name": "not a session"}\n')
     return root
 
 
@@ -59,6 +60,9 @@ async def test_one_import_reads_each_file_as_its_own_format(
     assert len(report.session_ids) == len(sessions) == report.created
     skipped = {p.path.name: p.reason for p in report.skipped_paths}
     assert "notes.jsonl" in skipped and "no format recognises it" in skipped["notes.jsonl"]
+    # A JSON file that is no Gemini document is passed over quietly: most JSON files in
+    # a tree are not sessions (each native session has its metadata.json).
+    assert "package.json" not in skipped and "metadata.json" not in skipped
 
     again = await import_path(store, root)
     assert (again.created, again.records) == (0, 0)
