@@ -13,6 +13,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigurationError
+from .hosts import expand_host_list
 
 ENV_URL = "SESSIONDB_URL"
 ENV_NAMESPACE = "SESSIONDB_NAMESPACE"
@@ -279,8 +280,9 @@ def normalize_url(raw: str | URL) -> URL:
 def _parse_url(text: str) -> URL:
     # The parser's own errors quote the whole URL, password and all: neither its message
     # nor the exception itself (as a cause) may reach the caller.
+    # libpq's host list (h1:p1,h2:p2) becomes SQLAlchemy's repeated host= (sessiondb.hosts).
     try:
-        return make_url(text)
+        return make_url(expand_host_list(text))
     except ArgumentError:
         problem = "not of the form scheme://user:password@host:port/database"
     except ValueError:  # int() of the port

@@ -37,6 +37,7 @@ from ..errors import (
     SessionDBError,
     StoreClosedError,
 )
+from ..hosts import DEFAULT_PORT, Host, describe, target_session_attrs, url_hosts
 from .base import Compiler, IntegrityViolation, Row, retrying
 
 T = TypeVar("T")
@@ -87,11 +88,10 @@ def connect_kwargs(settings: Settings) -> dict[str, Any]:
     server_settings = {"application_name": "sessiondb", **dict(opts.server_settings)}
     if "application_name" in query:
         server_settings["application_name"] = query["application_name"]
+    hosts = url_hosts(url)
     kwargs: dict[str, Any] = {
         "user": url.username,
         "password": url.password,
-        "host": query.get("host") or url.host,
-        "port": _int_param(query, "port", url.port),
         "database": url.database,
         "timeout": _float_param(query, "connect_timeout", opts.connect_timeout),
         "server_settings": server_settings,
@@ -101,8 +101,12 @@ def connect_kwargs(settings: Settings) -> dict[str, Any]:
         kwargs["statement_cache_size"] = _int_param(query, "", None, raw=cache)
     if "command_timeout" in query:
         kwargs["command_timeout"] = _float_param(query, "command_timeout", None)
-    if "target_session_attrs" in query:
-        kwargs["target_session_attrs"] = query["target_session_attrs"]
+    if len(hosts) == 1:
+        kwargs["host"], kwargs["port"] = hosts[0].name or None, hosts[0].port
+    else:  # asyncpg's own multi-host connect: tried in order, by target_session_attrs
+        kwargs["host"] = [h.name for h in hosts]
+        kwargs["port"] = [h.port or DEFAULT_PORT for h in hosts]
+    kwargs["target_session_attrs"] = target_session_attrs(query, hosts)
     ssl: Any = opts.ssl
     mode = query.get("sslmode", query.get("ssl"))
     if mode is not None:
@@ -168,12 +172,20 @@ def _float_param(query: Mapping[str, str], name: str, default: float | None) -> 
 
 
 def _where(kwargs: Mapping[str, Any]) -> str:
-    return f"{kwargs.get('host') or 'localhost'}:{kwargs.get('port') or 5432}"
+    """The servers a connection tries, as errors name them (never the password)."""
+    host, port = kwargs.get("host"), kwargs.get("port")
+    names = list(host) if isinstance(host, list | tuple) else [host or ""]
+    ports = list(port) if isinstance(port, list | tuple) else [port] * len(names)
+    return describe([Host(str(n), p) for n, p in zip(names, ports, strict=False)])
 
 
 # SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html
 _UNAVAILABLE_CODES = {"57P01", "57P02", "57P03", "53300", "53400"}
 _BUSY_CODES = {"40001", "40P01", "55P03"}
+# read_only_sql_transaction: a write reached a standby, or a primary fenced read-only
+# while failing over. The server refused it, so nothing was written: another host may
+# take it once the pool reconnects (sessiondb.hosts).
+READ_ONLY_CODE = "25006"
 
 
 def translate(exc: BaseException, where: str, timeout: float | None = None) -> BaseException:
@@ -197,6 +209,11 @@ def translate(exc: BaseException, where: str, timeout: float | None = None) -> B
             )
         if sqlstate in _BUSY_CODES:
             return BusyError(f"the database is busy; try again ({text})")
+        if sqlstate == READ_ONLY_CODE:
+            return DatabaseUnavailableError(
+                f"a server of {where} is read-only (a standby, or a primary failing over); "
+                f"nothing was written, and the write may be tried again ({text})"
+            )
         if sqlstate.startswith("08") or sqlstate in _UNAVAILABLE_CODES:
             return DatabaseUnavailableError(f"lost the database at {where}: {text}")
         if sqlstate.startswith("22"):
@@ -205,6 +222,11 @@ def translate(exc: BaseException, where: str, timeout: float | None = None) -> B
     if isinstance(exc, OSError | TimeoutError):
         return DatabaseUnavailableError(f"cannot reach the database at {where}: {text}")
     module = type(exc).__module__
+    if type(exc).__name__ == "TargetServerAttributeNotMatched":
+        return DatabaseUnavailableError(
+            f"no server of {where} has the role target_session_attrs asks for (during a "
+            f"failover: until a standby is promoted): {text}"
+        )
     if module.startswith("asyncpg"):
         # InterfaceError and its kind: the connection was closed or broke underneath.
         return DatabaseUnavailableError(f"lost the database at {where}: {text}")
@@ -337,10 +359,20 @@ class PostgresBackend:
                         # once it has noticed the loss itself).
                         with contextlib.suppress(Exception):
                             conn.terminate()
+                    await self._drop_pool_if_lost(pool, exc)
                     raise
         except Exception as exc:
             unknown = write and sent and not _not_run(exc, self._asyncpg)
             raise self._translate(exc, unknown=unknown) from exc
+
+    async def _drop_pool_if_lost(self, pool: Any, exc: BaseException) -> None:
+        """After a lost connection or a read-only answer, every pooled connection is
+        replaced when next acquired (or closed when released): the server they lead to
+        went away or stopped taking writes, and new connections try the URL's hosts
+        again, finding the new primary after a failover."""
+        if isinstance(translate(exc, self._where), DatabaseUnavailableError):
+            with contextlib.suppress(Exception):
+                await pool.expire_connections()
 
     def _idle_too_long(self, conn: Any) -> bool:
         """Note that ``conn`` is used now; whether it lay idle past ``IDLE_PING_SECONDS``."""
@@ -383,9 +415,14 @@ class PostgresBackend:
         pool = await self._get_pool()
         committing = False
         try:
-            async with pool.acquire() as conn, conn.transaction():
-                yield _Transaction(conn, self._compile)
-                committing = True
+            async with pool.acquire() as conn:
+                try:
+                    async with conn.transaction():
+                        yield _Transaction(conn, self._compile)
+                        committing = True
+                except Exception as exc:
+                    await self._drop_pool_if_lost(pool, exc)
+                    raise
         except Exception as exc:
             # Before COMMIT nothing is stored, and the store re-runs the block on a
             # retryable error; a connection lost during COMMIT leaves the outcome unknown.
