@@ -62,7 +62,8 @@ def expand_host_list(text: str) -> str:
     any other text unchanged.
 
     The user information runs to the last ``@`` before the query (a password may hold
-    ``@``, ``/`` or ``,``), and the host list from there to the path.
+    ``@``, ``/`` or ``,``; an ``@`` in it is percent-encoded), and the host list from there
+    to the path.
 
     Raises:
         ConfigurationError: an empty host in the list, or a list beside ``host=``.
@@ -90,9 +91,11 @@ def expand_host_list(text: str) -> str:
             "the URL names hosts both before its path and as host= parameters; use one form"
         )
     params = "&".join(f"host={spec}" for spec in specs)
+    # An "@" left in the password would split it for SQLAlchemy's parser.
+    userinfo = rest[: hosts_at - 1].replace("@", "%40") + "@" if hosts_at else ""
     return (
         scheme[0]
-        + rest[:hosts_at]
+        + userinfo
         + rest[hosts_end:query_at]
         + "?"
         + params
@@ -112,7 +115,7 @@ def url_hosts(url: URL) -> list[Host]:
     values: Sequence[str] = (raw,) if isinstance(raw, str) else tuple(raw or ())
     if values and url.host:
         raise ConfigurationError(
-            f"the URL names host {url.host!r} and host= parameters too; use one form"
+            "the URL names a host before its path and host= parameters too; use one form"
         )
     specs = [s for v in values for s in v.split(",")]
     if len(specs) > MAX_HOSTS:
