@@ -12,6 +12,7 @@ a primary and a synchronous hot standby, each a throwaway cluster.
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 import time
 import uuid
@@ -21,9 +22,12 @@ from typing import Any
 
 import pytest
 from helpers.processes import SPAWN
-from helpers.replication import Replication, replication
+from helpers.replication import Replication, free_port, replication
 
 from sessiondb import DatabaseUnavailableError, SessionDBError, SessionStore
+from sessiondb.backends.base import RETRY_BUDGET
+from sessiondb.cli import main
+from sessiondb.config import ENV_URL
 
 pytestmark = pytest.mark.postgres_only
 
@@ -57,6 +61,7 @@ async def _write(url: str, session_id: str, proc: int, shared: dict[str, Any]) -
         "errors": Counter(),
         "untyped": [],
         "leaked": [],
+        "not_retryable": [],  # neither retryable nor of unknown outcome: none may be
     }
     async with SessionStore.open(url, connect_timeout=5) as store:
         i = 0
@@ -70,17 +75,21 @@ async def _write(url: str, session_id: str, proc: int, shared: dict[str, Any]) -
                 i += 1
             text = message["content"]
             try:
+                if i % 10 == 0:  # a read now and then: it fails and recovers the same way
+                    await store.get_session(session_id)
                 await store.append(session_id, message)
             except SessionDBError as exc:
                 out["errors"][type(exc).__name__] += 1
+                unknown = isinstance(exc, DatabaseUnavailableError) and exc.outcome_unknown
+                if not exc.retryable and not unknown:
+                    out["not_retryable"].append(f"{type(exc).__name__}: {exc}")
                 if SECRET in str(exc):
                     out["leaked"].append(str(exc))
                 if "uuid" not in message:
-                    unknown = isinstance(exc, DatabaseUnavailableError) and exc.outcome_unknown
                     out["unknown" if unknown else "failed"].append(text)
                     message = None
                 await asyncio.sleep(0.05)
-            except Exception as exc:  # noqa: BLE001  (counted: the test fails on any)
+            except Exception as exc:  # counted: the test fails on any
                 out["untyped"].append(f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(0.05)
             else:
@@ -109,7 +118,9 @@ def _wait(condition: Any, what: str, processes: list[Any]) -> None:
         time.sleep(0.05)
 
 
-async def test_writers_follow_a_failover_and_lose_or_duplicate_nothing(pair: Replication) -> None:
+async def test_writers_follow_a_failover_and_lose_or_duplicate_nothing(
+    pair: Replication, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = pair.url(userinfo=f"postgres:{SECRET}")
     async with SessionStore.open(url) as store:
         await store.migrate()
@@ -135,6 +146,8 @@ async def test_writers_follow_a_failover_and_lose_or_duplicate_nothing(pair: Rep
         # The primary goes away mid-load, as in a crash; the standby takes over.
         primary, standby = pair.primary, pair.standbys[0]
         await asyncio.to_thread(primary.stop, "immediate")
+        # No primary for longer than a call's retries: the callers see it, typed.
+        await asyncio.sleep(RETRY_BUDGET + 1.0)
         await asyncio.to_thread(standby.promote)
         shared["failed_over"].set()
         await asyncio.to_thread(
@@ -175,6 +188,7 @@ async def test_writers_follow_a_failover_and_lose_or_duplicate_nothing(pair: Rep
     for o in outcomes.values():
         errors.update(o["errors"])
     untyped = [e for o in outcomes.values() for e in o["untyped"]]
+    not_retryable = [e for o in outcomes.values() for e in o["not_retryable"]]
     leaked = [e for o in outcomes.values() for e in o["leaked"]]
     after = {p: o["acked_after"] for p, o in outcomes.items()}
     unknown = sum(len(o["unknown"]) for o in outcomes.values())
@@ -190,7 +204,16 @@ async def test_writers_follow_a_failover_and_lose_or_duplicate_nothing(pair: Rep
     assert not duplicated, f"stored twice: {duplicated[:5]}"
     assert not failed_but_stored, f"a retryable failure stored its message: {failed_but_stored}"
     assert all(n > 0 for n in after.values()), f"a writer did not go on: {after}"
-    # The retries may hide the failover from every caller: no error is required.
+    assert errors["DatabaseUnavailableError"] >= WRITERS, "no caller saw the primary gone"
+    assert not not_retryable, f"errors neither retryable nor of unknown outcome: {not_retryable}"
+
+    # The CLI follows it too, by --db and by SESSIONDB_URL.
+    for argv in (["--db", url, "sessions", "list"], ["sessions", "list"]):
+        if argv[0] != "--db":
+            monkeypatch.setenv(ENV_URL, url)
+        out = io.StringIO()
+        assert await asyncio.to_thread(main, argv, out) == 0
+        assert session_id in out.getvalue()
     assert set(errors) <= {"DatabaseUnavailableError", "BusyError"}, errors
 
 
@@ -244,7 +267,28 @@ async def test_a_read_only_server_answering_a_write_is_typed_and_retried(
             lift.join()
         (again,) = await store.append(session_id, {"role": "user", "content": "m1", "uuid": "u1"})
         assert again.seq == m1.seq
+
+        # The old primary fenced for good and the standby promoted: the pool, full of
+        # connections to the old one, leaves them and finds the new primary.
+        await asyncio.to_thread(pair.wait_replayed)
+        await asyncio.gather(*(store.records(session_id) for _ in range(4)))
+        await asyncio.to_thread(primary.set, "default_transaction_read_only", "on")
+        await asyncio.to_thread(standby.promote)
+        (m3,) = await store.append(session_id, {"role": "user", "content": "m3", "uuid": "u3"})
+        assert m3.seq == m1.seq + 1
         records = await store.records(session_id)
     texts = [r.message.text() for r in records if r.message is not None]
-    assert texts == ["m0", "m1"], texts  # m2 failed retryable: not stored; m1 once
-    assert [r.seq for r in records] == [first.seq, first.seq + 1]
+    assert texts == ["m0", "m1", "m3"], texts  # m2 failed retryable: not stored; m1 once
+    assert [r.seq for r in records] == [first.seq, first.seq + 1, first.seq + 2]
+    assert standby.sql("SELECT count(*) FROM sessiondb_records") == "3"
+
+
+def test_the_cli_names_every_host_it_tried_and_no_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dead = [free_port(), free_port()]
+    url = f"postgresql://app:{SECRET}@127.0.0.1:{dead[0]},127.0.0.1:{dead[1]}/app"
+    assert main(["--db", url, "sessions", "list"]) == 1
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{dead[0]}, 127.0.0.1:{dead[1]}" in err, err
+    assert SECRET not in err
