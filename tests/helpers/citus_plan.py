@@ -329,3 +329,12 @@ def catalogue() -> dict[str, str]:
         for stmt in shapes(name, builder, every=True):
             found.setdefault(skeleton(compiled_sql(stmt)), name)
     return found
+
+
+def uncatalogued(sent: set[str]) -> tuple[list[str], set[str]]:
+    """The statements of ``sent`` that are no shape of the walk, and the names of the
+    builders the others came from."""
+    known = catalogue()
+    unknown = sorted(s for s in sent if skeleton(s) not in known)
+    used = {known[skeleton(s)] for s in sent if skeleton(s) in known}
+    return unknown, used

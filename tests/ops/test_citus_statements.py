@@ -12,35 +12,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
-import asyncpg
 import pytest
-from helpers.citus_plan import PLAN, catalogue, skeleton
+from helpers.citus_plan import PLAN, uncatalogued
 from helpers.messages import assistant, result, user
+from helpers.sent_sql import recording, sessiondb_statements
 
-from sessiondb import SessionStore
+from sessiondb import SessionStore, TurnTimeoutError
 
 pytestmark = pytest.mark.postgres_only
 
 SENT: list[str] = []
-
-# Sent outside the catalogue on purpose: the idle ping and transaction control.
-NOT_CATALOGUED = {"SELECT 1", "BEGIN;", "COMMIT;", "ROLLBACK;"}
-
-
-def _asyncpg_own(sql: str) -> bool:
-    """asyncpg's own introspection of a type it has not seen (an array parameter), with
-    JIT turned off around it: no sessiondb table in it."""
-    return "sessiondb_" not in sql and ("pg_catalog" in sql or "set_config('jit'" in sql)
-
-
-class RecordingConnection(asyncpg.Connection):  # type: ignore[misc]
-    """An asyncpg connection that notes the text of every statement it runs."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.add_query_logger(lambda logged: SENT.append(logged.query))
+RECORD = recording(SENT)
 
 
 async def _tour(store: SessionStore, tmp_path: Path) -> None:
@@ -78,6 +61,9 @@ async def _tour(store: SessionStore, tmp_path: Path) -> None:
     await store.clear(child.id)
     async with store.turn(sid, holder="worker") as turn:
         await turn.append(user("in a turn"))
+        with pytest.raises(TurnTimeoutError):  # a second worker waits in line, gives up
+            async with store.turn(sid, holder="second", timeout=0.3):
+                pass
     out = tmp_path / "export"
     await store.export_session(sid, out)
     await store.export_all(out)
@@ -85,7 +71,7 @@ async def _tour(store: SessionStore, tmp_path: Path) -> None:
     async with SessionStore.open(
         store.settings.url.render_as_string(hide_password=False),
         "other",
-        connect_args={"connection_class": RecordingConnection},
+        connect_args=RECORD,
     ) as other:
         await other.import_path(out)
         await other.import_path(out)  # again: every session is there already
@@ -97,23 +83,20 @@ async def _tour(store: SessionStore, tmp_path: Path) -> None:
 
 async def test_every_statement_sent_is_in_the_walked_catalogue(pg_url: str, tmp_path: Path) -> None:
     SENT.clear()
-    async with SessionStore.open(
-        pg_url, "tenant", connect_args={"connection_class": RecordingConnection}
-    ) as store:
+    async with SessionStore.open(pg_url, "tenant", connect_args=RECORD) as store:
         await _tour(store, tmp_path)
-    known = catalogue()
-    sent = {s.strip() for s in SENT if not _asyncpg_own(s)} - NOT_CATALOGUED
-    unknown = sorted(s for s in sent if skeleton(s) not in known)
+    sent = sessiondb_statements(SENT)
+    unknown, used = uncatalogued(sent)
     assert not unknown, (
         f"{len(unknown)} statement(s) sent that the Citus plan's walk does not make "
         f"(add the builder or shape to tests/helpers/citus_plan.py; see {PLAN}):\n"
         + "\n---\n".join(unknown)
     )
-    used = {known[skeleton(s)] for s in sent if skeleton(s) in known}
     print(f"{len(sent)} statements sent, from {len(used)} builders: {sorted(used)}")
     # The tour reaches the statements of every part of the plan.
     assert {"append_one", "append_many", "context", "context_tail", "turn_enqueue"} <= used
     assert {"copy_lineage", "expiry_plan", "namespace_records", "existing_sessions"} <= used
+    assert {"turn_claim", "turn_ahead", "turn_purge", "turn_renew", "turn_release"} <= used
     # COPY (bulk import) goes by asyncpg's copy protocol, which its query logger does
     # not see; its rows are checked against the plan by tests/unit/test_citus_plan.py.
     assert len(sent) >= 40
