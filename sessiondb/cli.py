@@ -23,7 +23,7 @@ from urllib.parse import unquote
 from . import compaction, retention, transfer
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
-from .formats import DEFAULT_EXPORT_FORMAT, FORMATS
+from .formats import DEFAULT_EXPORT_FORMAT, EXPORT_ONLY, FORMATS
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
 from .store import SessionStore
 from .terminal import json_for_terminal, shown
@@ -510,8 +510,8 @@ def _add_transfer_commands(commands: Any) -> None:
     exp.add_argument(
         "--format",
         default=DEFAULT_EXPORT_FORMAT,
-        choices=list(FORMATS),
-        help="the file format to write (default: %(default)s)",
+        choices=[*FORMATS, *EXPORT_ONLY],
+        help="the file format to write, or html: a web page per session (default: %(default)s)",
     )
     exp.set_defaults(handler=_export)
 
