@@ -182,3 +182,26 @@ def test_html_is_written_never_read(tmp_path: Path) -> None:
 )
 def test_entries_are_named_by_their_type(entry: Any, label: str) -> None:
     assert entry_label(entry) == label
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(name=st.text())
+def test_export_format_gives_a_format_or_a_typed_error(name: str) -> None:
+    try:
+        fmt = export_format(name)
+    except InvalidInputError as exc:
+        assert repr(name) in str(exc)
+    else:
+        assert fmt.name == name
+
+
+@given(entry=json_values)
+def test_any_entry_has_a_label(entry: Any) -> None:
+    label = entry_label(entry)
+    assert isinstance(label, str) and label
