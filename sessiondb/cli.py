@@ -23,7 +23,8 @@ from urllib.parse import unquote
 from . import compaction, retention, transfer
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
-from .formats import DEFAULT_EXPORT_FORMAT, FORMATS
+from .formats import DEFAULT_EXPORT_FORMAT, EXPORT_ONLY, FORMATS
+from .formats.lines import entry_label
 from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
 from .store import SessionStore
 from .terminal import json_for_terminal, shown
@@ -338,8 +339,7 @@ def _record_lines(r: Record, *, deleted: bool) -> list[str]:
     if r.tombstone is not None:
         reason = f": {shown(r.tombstone.reason)}" if r.tombstone.reason else ""
         return [f"#{r.seq} ── deleted #{r.tombstone.target_seq}{reason}"]
-    kind = (r.entry or {}).get("type", "entry")
-    return [f"#{r.seq} ── {shown(str(kind))}{mark}"]
+    return [f"#{r.seq} ── {shown(entry_label(r.entry))}{mark}"]
 
 
 def _message_lines(seq: int, m: Message, mark: str) -> list[str]:
@@ -510,8 +510,8 @@ def _add_transfer_commands(commands: Any) -> None:
     exp.add_argument(
         "--format",
         default=DEFAULT_EXPORT_FORMAT,
-        choices=list(FORMATS),
-        help="the file format to write (default: %(default)s)",
+        choices=[*FORMATS, *EXPORT_ONLY],
+        help="the file format to write, or html: a web page per session (default: %(default)s)",
     )
     exp.set_defaults(handler=_export)
 

@@ -684,7 +684,7 @@ class SessionStore:
 
     # The transfer functions, whose first argument is the store: import (a file or a
     # directory tree, at bulk speed, idempotent) and export (``format`` a name of
-    # sessiondb.formats.FORMATS).
+    # sessiondb.formats.FORMATS, or "html": a web page per session).
     import_path = transfer.import_path
     export_session = transfer.export_session
     export_all = transfer.export_all

@@ -28,6 +28,7 @@ from .base import FileFormat, Format
 from .claude_code import ClaudeCodeFormat, listed, part_name, subagent_files
 from .codex import CodexFormat
 from .gemini import GeminiFormat, main_ids, owns_directory
+from .html import HtmlFormat
 from .imported import (
     BAD_LINES_KEPT,
     BadLine,
@@ -56,10 +57,13 @@ FORMATS: dict[str, Format] = {
 }
 #: The format export writes when none is named: the spec's own, lossless.
 DEFAULT_EXPORT_FORMAT = NativeFormat.name
+#: Formats export writes and import never reads (detection never sees them): web pages.
+EXPORT_ONLY: dict[str, Format] = {HtmlFormat.name: HtmlFormat()}
 
 __all__ = [
     "BAD_LINES_KEPT",
     "DEFAULT_EXPORT_FORMAT",
+    "EXPORT_ONLY",
     "FORMATS",
     "MISSING_RESULT",
     "BadLine",
@@ -72,6 +76,7 @@ __all__ = [
     "candidates",
     "chosen_format",
     "detect",
+    "export_format",
     "get_format",
     "import_root",
     "read_path",
@@ -87,8 +92,25 @@ def get_format(name: str) -> Format:
     try:
         return FORMATS[name]
     except KeyError:
+        if name in EXPORT_ONLY:
+            raise InvalidInputError(
+                f"format {name!r} is written by export only, not read"
+            ) from None
         known = ", ".join(sorted(FORMATS))
         raise InvalidInputError(f"unknown format {name!r}; known formats: {known}") from None
+
+
+def export_format(name: str) -> Format:
+    """The format export writes as ``name``: a file format, or an export-only one.
+
+    Raises:
+        InvalidInputError: no such format.
+    """
+    fmt = FORMATS.get(name) or EXPORT_ONLY.get(name)
+    if fmt is None:
+        known = ", ".join(sorted([*FORMATS, *EXPORT_ONLY]))
+        raise InvalidInputError(f"unknown format {name!r}; known formats: {known}")
+    return fmt
 
 
 def detect(path: Path) -> Format | None:

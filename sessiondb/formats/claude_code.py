@@ -318,6 +318,7 @@ class _Reader(NodeTree):
     tool_names: dict[str, Any] | DiskMap = field(default_factory=dict)
     pre_tokens: int | None = None
     position: int = 0
+    title_rank: int = 3  # of the title the name came from (see details); 3: none yet
     # The split response being read: its records and those between its parts, its id,
     # and its usage so far (the largest count of each field over its parts).
     held: list[ImportedRecord] = field(default_factory=list)
@@ -453,10 +454,14 @@ class _Reader(NodeTree):
         if isinstance(session_id, str) and "sessionId" not in meta:
             meta["sessionId"] = session_id
         kind = value.get("type")
-        if kind == "custom-title" and isinstance(value.get("customTitle"), str):
-            details.name = value["customTitle"]
-        elif kind == "ai-title" and details.name is None and isinstance(value.get("aiTitle"), str):
-            details.name = value["aiTitle"]
+        # The file's own titles, the user's first: custom-title, ai-title, then the
+        # summary Claude Code wrote of the conversation (its session picker's order).
+        title = {"custom-title": "customTitle", "ai-title": "aiTitle", "summary": "summary"}
+        field = title.get(kind) if isinstance(kind, str) else None
+        if field is not None and isinstance(value.get(field), str) and value[field].strip():
+            rank = list(title.values()).index(field)
+            if rank < self.title_rank or kind == "custom-title":  # the last custom-title
+                details.name, self.title_rank = value[field], rank
         elif kind == "assistant" and details.model is None:
             message = value.get("message")
             model = message.get("model") if isinstance(message, dict) else None

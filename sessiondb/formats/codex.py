@@ -63,6 +63,7 @@ import orjson
 
 from .. import jsoncodec
 from ..models import SessionInfo, wire_message_error
+from ..naming import title_of
 from .base import FileFormat
 from .imported import ImportedRecord, ImportedSession
 from .lines import entry_payload, format_time, not_an_object, own_entry_line, parse_time, read_lines
@@ -197,6 +198,9 @@ class _Reader:
             self.meta(payload, at)
         elif kind == "turn_context" and isinstance(payload.get("model"), str):
             self.session.details.model = self.session.details.model or payload["model"]
+        elif kind == "event_msg" and payload.get("type") == "user_message":  # the user's words
+            details = self.session.details
+            details.name = details.name or title_of(str(payload.get("message") or ""))
         elif kind == "event_msg" and payload.get("type") == "token_count":
             yield from self.token_count(payload)
         elif kind == "response_item":

@@ -289,6 +289,32 @@ def raw_payload(fmt: str, line: Line, **extra: Any) -> dict[str, Any]:
     return {"format": fmt, "rawLine": line.raw, "error": line.error, **extra}
 
 
+def entry_label(entry: Any) -> str:
+    """What a non-context entry is, for a person: the type of the line it keeps
+    (``progress``, ``file-history-snapshot``, ``turn_context``), with the subtype where
+    the line has one (``system: compact_boundary``, Codex's ``event_msg: token_count``);
+    a Gemini CLI update line by its operation (``$set``); ``unreadable line`` for a line
+    that was not JSON; ``entry`` when nothing tells."""
+    if not isinstance(entry, dict):
+        return "entry"
+    if "line" not in entry and isinstance(entry.get("rawLine"), str):
+        return "unreadable line"
+    line = entry.get("line", entry)
+    if not isinstance(line, dict):
+        return "entry"
+    kind = line.get("type")
+    if isinstance(kind, str) and kind:
+        payload = line.get("payload")
+        sub = payload.get("type") if isinstance(payload, dict) else line.get("subtype")
+        return f"{kind}: {sub}" if isinstance(sub, str) and sub else kind
+    operation = next((k for k in line if isinstance(k, str) and k.startswith("$")), None)
+    if operation is not None:
+        return operation
+    if "sessionId" in line and "startTime" in line:
+        return "session metadata"
+    return "entry"
+
+
 def own_entry_line(fmt: str, entry: dict[str, Any] | None) -> tuple[bool, Any]:
     """``(True, line)`` for an entry this format wrote; the line as a value, or as
     :class:`RawText` for a line that was not JSON."""

@@ -19,7 +19,8 @@ from ..config import DEFAULT_MAX_RECORD_BYTES
 from ..errors import InvalidInputError, SessionDBError, brief
 from ..formats import ImportedRecord, ImportedSession, native
 from ..formats.splice import splice
-from ..models import Compaction, Prune, Tombstone, wire_message
+from ..models import Compaction, Prune, Tombstone, wire_message, wire_text
+from ..naming import title_of
 from ..rows import HeadDelta, NewRecord, TokenCounts, head_counters, session_row, usage_cost
 from ..validation import check_record_size, column_text, session_fields, to_json, too_deep
 from .reports import crash_reason
@@ -142,9 +143,12 @@ class SessionRows:
             rows.append(row.values(self.session_id, seq, last))
         self.last, self.last_message_at = last, last_message_at
         news = [row for row, _ in built]
-        delta = HeadDelta.of(news, name=not self.named)
-        if not self.named and any(r.wire is not None and r.wire["role"] == "user" for r in news):
-            self.named, self.name = True, delta.name
+        delta = HeadDelta.of(news, name=False)
+        if not self.named:
+            # The first user message that holds more than the tools' markup names it.
+            users = (r.wire for r in news if r.wire is not None and r.wire["role"] == "user")
+            self.name = next(filter(None, (title_of(wire_text(w)) for w in users)), None)
+            self.named = self.name is not None
         self.messages += delta.messages
         self.tokens += delta.tokens
         for news_row in news:  # summed in record order, as one HeadDelta over all would

@@ -14,7 +14,7 @@ from typing import Any
 from .. import statements as q
 from ..core import Core, HasCore, core_of
 from ..errors import InvalidInputError
-from ..formats import Format, get_format, native
+from ..formats import Format, export_format, native
 from ..formats.paths import export_scope
 from ..ids import check_session_id
 from ..models import SessionInfo
@@ -28,13 +28,14 @@ async def export_session(
 
     Every record is written, tombstoned ones too (the formats keep them). A fork's
     native file holds its own records; its parent's are exported with the parent.
+    ``format="html"`` writes one web page, ``<id>.html`` (:mod:`sessiondb.formats.html`).
 
     Raises:
         InvalidInputError: an unknown format.
         SessionNotFoundError: no such session in this namespace.
     """
     core = core_of(store)
-    fmt = get_format(format)
+    fmt = export_format(format)
     await core.settle_background()  # the statistics of an import just made
     check_session_id(session_id)
     info = await core.session(session_id)
@@ -86,7 +87,7 @@ async def export_all(
         InvalidInputError: an unknown format, or ``out_dir`` cannot be written.
     """
     core = core_of(store)
-    fmt = get_format(format)
+    fmt = export_format(format)
     await core.settle_background()  # the statistics of an import just made
     backend = core.backend
     folder = Path(out_dir)

@@ -13,7 +13,7 @@ from helpers.processes import run_python
 
 from sessiondb import SessionStore
 from sessiondb.cli import build_parser, main
-from sessiondb.formats import FORMATS
+from sessiondb.formats import EXPORT_ONLY, FORMATS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -159,11 +159,12 @@ def test_quickstart_runs_on_the_default_sqlite_file(tmp_path: Path) -> None:
 def test_format_choices_come_from_the_registry(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The CLI offers exactly the registered file formats (and auto, to import)."""
+    """The CLI offers exactly the registered file formats (and auto, to import; the
+    export-only formats, to export)."""
     argv = [command, "--format", "nope", "x"] + (["--out", "o"] if command == "export" else [])
     with pytest.raises(SystemExit) as exit_info:
         build_parser().parse_args(argv)
     assert exit_info.value.code == 2
-    choices = ["auto", *FORMATS] if command == "import" else list(FORMATS)
+    choices = ["auto", *FORMATS] if command == "import" else [*FORMATS, *EXPORT_ONLY]
     expected = ", ".join(repr(name) for name in choices)
     assert f"invalid choice: 'nope' (choose from {expected})" in capsys.readouterr().err

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from sessiondb.naming import NAME_LENGTH, derive_name
+from sessiondb.naming import NAME_LENGTH, derive_name, title_of
 
 
 def test_short_text_is_the_name() -> None:
@@ -70,3 +72,42 @@ def test_non_ascii_text_is_kept() -> None:
 
 def test_leading_blank_lines_do_not_hide_the_text() -> None:
     assert derive_name("\n" * 300 + "The actual question") == "The actual question"
+
+
+# -- titles of imported sessions (title_of) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("Fix the login bug", "Fix the login bug"),
+        (
+            "<command-message>init is analyzing your codebase…</command-message>\n"
+            "<command-name>/init</command-name>\n<command-args></command-args>",
+            None,
+        ),
+        (
+            "<command-name>/review</command-name>\nreview the parser please",
+            "review the parser please",
+        ),
+        ("<system-reminder>\nhook output\n</system-reminder>\nstart phoenix", "start phoenix"),
+        ("<permissions instructions>\nsandbox…\n</permissions instructions>", None),
+        ("<environment_context>\n  <cwd>/x</cwd>\n</environment_context>", None),
+        ("<skills_instructions>\n## Skills\nA skill is cut short…", None),  # never closed
+        (
+            "# Context from my IDE setup:\n\n## Open tabs:\n- a.md\n\n"
+            "## My request for Codex:\nmigrate the app to prisma",
+            "migrate the app to prisma",
+        ),
+        ("use a <b>bold</b> word", "use a word"),
+        ("if a < b and c > d", "if a < b and c > d"),
+    ],
+)
+def test_a_title_leaves_out_the_tools_markup(text: str, title: str | None) -> None:
+    assert title_of(text) == title
+
+
+@given(st.text())
+def test_a_title_is_a_name_or_none(text: str) -> None:
+    title = title_of(text)
+    assert title is None or (title.isprintable() and 0 < len(title) <= NAME_LENGTH + 1)

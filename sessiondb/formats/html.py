@@ -1,0 +1,407 @@
+"""Sessions as web pages: ``export --format html`` writes one self-contained page per
+session, ``<session id>.html``.
+
+The page needs nothing but itself: no external asset, no JavaScript (thinking and long
+tool results fold with ``<details>``), images inline as ``data:`` URIs. It shows the
+messages with each tool call followed by its result, thinking collapsed, compaction
+summaries and the messages they summarise, tombstoned and pruned records marked as such,
+a fork's parent (linked as the parent's page in the same directory) and the records
+inherited from it, the non-context entries by their type, and the token usage.
+
+**Stored text is data, never markup.** Every string of the session goes through
+:func:`text`: control, bidi and lone-surrogate characters become visible escapes
+(:func:`sessiondb.terminal.shown`), then ``& < > " '`` become character references.
+Nothing stored becomes an attribute but image data, which is written only for the
+image types a browser cannot run script from (:data:`IMAGE_TYPES`) and only when it is
+plain base64. The page carries a Content-Security-Policy that allows no script at all,
+images only from ``data:``, and only its own style sheet (by hash): a string that got
+through as markup would still run nothing and restyle nothing.
+
+HTML is written, never read: the format is not in :data:`sessiondb.formats.FORMATS`,
+so import and detection never meet it (:data:`sessiondb.formats.EXPORT_ONLY`).
+
+The writer holds one session's records while it writes (overlays come after the
+records they mark, and a tool call's result after the call): a page is for a person to
+read, and a session too large to hold is too large to read as one page.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import re
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInputError
+from ..models import Record, SessionInfo
+from ..terminal import shown
+from .imported import ImportedSession
+from .lines import entry_label
+from .paths import open_output
+from .stored import Row, StoredRecord, stored_records
+
+NAME = "html"
+SUFFIX = ".html"
+
+#: Image types shown inline: raster formats only (an SVG may carry script).
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_WHITESPACE = re.compile(r"\s+")
+_ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
+# A tool result or an entry longer than this starts folded.
+FOLD_CHARS = 2_000
+# An entry's JSON is shown up to this many characters (a file-history snapshot can be
+# megabytes; the native export keeps it whole).
+ENTRY_CHARS = 10_000
+
+STYLE = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;
+color:#1b1b1b;background:#fafafa}
+header dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}
+header dt{color:#666}header dd{margin:0}
+.rec{border:1px solid #ddd;border-radius:6px;margin:.7rem 0;padding:.5rem .8rem;background:#fff}
+.user{border-left:4px solid #2b6cb0}.assistant{border-left:4px solid #2f855a}
+.toolResult{border-left:4px solid #975a16}
+.head{font-size:.85rem;color:#555;display:flex;gap:.6rem;flex-wrap:wrap}
+.role{font-weight:600;color:#111}
+.text,pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3rem 0}
+pre,code{font:13px/1.4 ui-monospace,monospace}
+.tool{border:1px solid #e2e2e2;border-radius:4px;margin:.4rem 0;padding:.3rem .6rem;
+background:#f6f6f6}
+.result{border-top:1px dashed #ccc;margin-top:.3rem;padding-top:.2rem}
+.error .label{color:#c53030;font-weight:600}
+details>summary{cursor:pointer;color:#555}
+.thinking{color:#555;font-style:italic}
+.note{font-size:.85rem;color:#8a4b08;font-weight:600}
+.deleted{opacity:.55;background:#fff5f5}.deleted .text{text-decoration:line-through}
+.summarised{opacity:.7}
+.compaction{border-left:4px solid #6b46c1;background:#faf5ff}
+.overlay,.entry{font-size:.85rem;color:#555;margin:.3rem 0}
+.divider{margin:1.2rem 0 .4rem;font-weight:600;color:#444;border-bottom:1px solid #ccc}
+img{max-width:100%;height:auto;border:1px solid #ddd}
+"""
+_STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
+#: The page's Content-Security-Policy: no script, images from ``data:`` only, no style
+#: but the page's own sheet, no base URL, no form target.
+CSP = (
+    f"default-src 'none'; img-src data:; style-src 'sha256-{_STYLE_HASH}'; "
+    "base-uri 'none'; form-action 'none'"
+)
+
+
+def text(value: str, *, one_line: bool = False) -> str:
+    """``value`` as HTML text: escaped (see the module docstring); ``one_line`` shows
+    line breaks and tabs as escapes too."""
+    return html.escape(shown(value, one_line=one_line), quote=True)
+
+
+def _json(value: Any, limit: int | None = None) -> str:
+    dumped = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if limit is not None and len(dumped) > limit:
+        dumped = f"{dumped[:limit]}\n… ({len(dumped) - limit:,} more characters)"
+    return text(dumped)
+
+
+def _time(at: datetime) -> str:
+    iso = at.isoformat().replace("+00:00", "Z")
+    return f'<time datetime="{text(iso, one_line=True)}">{text(iso[:19].replace("T", " "))}Z</time>'
+
+
+class HtmlFormat:
+    """``html``: a page per session, written only (:class:`~sessiondb.formats.Format`)."""
+
+    name = NAME
+
+    def sniff(self, path: Path) -> bool:
+        return False  # never read
+
+    def read(self, path: Path, *, strict: bool = False) -> Iterator[ImportedSession]:
+        raise InvalidInputError(f"{path}: format {NAME!r} is written by export only, not read")
+
+    def write(self, info: SessionInfo, records: Iterable[Record], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, map(StoredRecord.of, records), out_dir)
+
+    def write_rows(self, info: SessionInfo, rows: Iterable[Row], out_dir: Path) -> list[Path]:
+        return self.write_stored(info, stored_records(rows), out_dir)
+
+    def write_stored(
+        self, info: SessionInfo, records: Iterable[StoredRecord], out_dir: Path
+    ) -> list[Path]:
+        page = Page(info, list(records))
+        path, out = open_output(out_dir, f"{info.id}{SUFFIX}")
+        with out:
+            for chunk in page.chunks():
+                out.write(chunk.encode())
+        return [path]
+
+
+class Page:
+    """One session's page, written by :meth:`chunks`."""
+
+    def __init__(self, info: SessionInfo, records: list[StoredRecord]) -> None:
+        self.info = info
+        self.records = records
+        self.deleted: dict[int, tuple[int, str | None]] = {}  # target -> tombstone, reason
+        self.pruned: dict[int, tuple[int, str]] = {}  # result -> prune, marker
+        self.compactions: list[tuple[int, int]] = []  # (seq, first kept seq)
+        self.results: dict[str, StoredRecord] = {}  # tool call id -> its first result
+        self.shown_results: set[int] = set()
+        for r in records:
+            data = r.data
+            if r.kind == "tombstone" and isinstance(data.get("targetSeq"), int):
+                reason = data.get("reason")
+                self.deleted[data["targetSeq"]] = (
+                    r.seq,
+                    reason if isinstance(reason, str) else None,
+                )
+            elif r.kind == "prune":
+                for seq in data.get("seqs") or ():
+                    self.pruned[seq] = (r.seq, str(data.get("marker", "")))
+            elif r.kind == "compaction" and isinstance(data.get("firstKeptSeq"), int):
+                self.compactions.append((r.seq, data["firstKeptSeq"]))
+            elif r.kind == "message" and data.get("role") == "toolResult":
+                call_id = data.get("toolCallId")
+                if isinstance(call_id, str):
+                    self.results.setdefault(call_id, r)
+        # A tombstoned compaction summarises nothing.
+        self.compactions = [c for c in self.compactions if c[0] not in self.deleted]
+
+    def chunks(self) -> Iterator[str]:
+        info = self.info
+        title = info.name or "(unnamed session)"
+        yield (
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            '<meta name="referrer" content="no-referrer">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            '<meta name="generator" content="sessiondb">\n'
+            f"<title>{text(title, one_line=True)} · sessiondb</title>\n"
+            f"<style>{STYLE}</style>\n</head>\n<body>\n"
+        )
+        yield self.header(title)
+        yield "<main>\n"
+        inherited = False
+        for r in self.records:
+            if r.session_id != info.id and not inherited:
+                inherited = True
+                yield (
+                    '<h2 class="divider">Inherited from the parent session '
+                    f"<code>{text(r.session_id, one_line=True)}</code></h2>\n"
+                )
+            elif r.session_id == info.id and inherited:
+                inherited = False
+                yield f'<h2 class="divider">This session, after the fork at #{info.fork_seq}</h2>\n'
+            yield self.record(r)
+        yield "</main>\n</body>\n</html>\n"
+
+    def header(self, title: str) -> str:
+        info = self.info
+        rows = [("session", f"<code>{text(info.id, one_line=True)}</code>")]
+        if info.model:
+            rows.append(("model", text(info.model, one_line=True)))
+        rows.append(("created", _time(info.created_at)))
+        if info.last_message_at is not None:
+            rows.append(("last message", _time(info.last_message_at)))
+        rows.append(("messages", f"{info.message_count} (head #{info.last_seq})"))
+        rows.append(("source", text(info.source, one_line=True)))
+        if info.parent_id is not None:
+            parent = text(info.parent_id, one_line=True)
+            at = f" at #{info.fork_seq}" if info.fork_seq is not None else ""
+            if _ULID.fullmatch(info.parent_id):
+                anchor = f"#r{info.fork_seq}" if info.fork_seq else ""
+                parent = f'<a href="{parent}{SUFFIX}{anchor}"><code>{parent}</code></a>'
+            else:
+                parent = f"<code>{parent}</code>"
+            rows.append(("fork of", parent + at))
+        m = info.metrics
+        usage = (
+            f"input {m.input_tokens:,} · output {m.output_tokens:,} · "
+            f"cache read {m.cache_read_tokens:,} · cache write {m.cache_write_tokens:,}"
+        )
+        if m.cost_total:
+            usage += f" · cost {m.cost_total:.4f}"
+        rows.append(("usage", usage))
+        cells = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
+        return f"<header>\n<h1>{text(title, one_line=True)}</h1>\n<dl>{cells}</dl>\n</header>\n"
+
+    # -- records
+
+    def record(self, r: StoredRecord) -> str:
+        if r.kind == "message":
+            if r.seq in self.shown_results:
+                return ""  # shown under its call
+            return self.message(r)
+        data = r.data
+        seq = r.seq
+        if r.kind == "compaction":
+            first = data.get("firstKeptSeq")
+            if first == seq:
+                what = "context cleared"
+            else:
+                what = f'history before <a href="#r{first}">#{first}</a> summarised'
+            files = "".join(
+                f"<div>{label}: <code>{text(str(path), one_line=True)}</code></div>"
+                for label, key in (("read", "readFiles"), ("modified", "modifiedFiles"))
+                for path in data.get(key) or ()
+            )
+            return (
+                f'<section class="rec compaction{self.marks(seq)[0]}" id="r{seq}">'
+                f'<div class="head"><span class="role">compaction</span>{self.anchor(r)}'
+                f"<span>{what} ({int(data.get('tokensBefore') or 0):,} tokens before)</span>"
+                f"{self.marks(seq)[1]}</div>"
+                f'<div class="text">{text(str(data.get("summary", "")))}</div>{files}</section>\n'
+            )
+        if r.kind == "tombstone":
+            target = data.get("targetSeq")
+            reason = data.get("reason")
+            why = f": {text(reason)}" if isinstance(reason, str) and reason else ""
+            return (
+                f'<div class="overlay" id="r{seq}">#{seq} ── deleted '
+                f'<a href="#r{target}">#{target}</a>{why}</div>\n'
+            )
+        if r.kind == "prune":
+            seqs = ", ".join(f'<a href="#r{s}">#{s}</a>' for s in data.get("seqs") or ())
+            return (
+                f'<div class="overlay" id="r{seq}">#{seq} ── pruned tool results {seqs} '
+                f"(context shows “{text(str(data.get('marker', '')))}”; "
+                f"{int(data.get('tokensFreed') or 0):,} tokens freed)</div>\n"
+            )
+        label = text(entry_label(data), one_line=True)
+        classes, note = self.marks(seq)
+        return (
+            f'<details class="entry{classes}" id="r{seq}"><summary>#{seq} ── {label}{note}'
+            f"</summary><pre>{_json(data, ENTRY_CHARS)}</pre></details>\n"
+        )
+
+    def anchor(self, r: StoredRecord) -> str:
+        return f'<a href="#r{r.seq}">#{r.seq}</a> {_time(r.created_at)}'
+
+    def marks(self, seq: int, *, message: bool = False) -> tuple[str, str]:
+        """Extra classes and the notes for record ``seq``: deleted, pruned, summarised."""
+        classes, notes = [], []
+        if seq in self.deleted:
+            tomb, _ = self.deleted[seq]
+            classes.append("deleted")
+            notes.append(f'deleted by <a href="#r{tomb}">#{tomb}</a>')
+        if seq in self.pruned:
+            prune, _ = self.pruned[seq]
+            notes.append(f'pruned by <a href="#r{prune}">#{prune}</a>')
+        if message:
+            for c_seq, first in reversed(self.compactions):
+                if c_seq > seq and first > seq:
+                    classes.append("summarised")
+                    notes.append(f'summarised by <a href="#r{c_seq}">#{c_seq}</a>')
+                    break
+        note = "".join(f' <span class="note">[{n}]</span>' for n in notes)
+        return "".join(f" {c}" for c in classes), note
+
+    def message(self, r: StoredRecord) -> str:
+        data = r.data
+        role = str(data.get("role"))
+        classes, note = self.marks(r.seq, message=True)
+        label = {"user": "user", "assistant": "assistant"}.get(role, "tool result")
+        head = f'<span class="role">{label}</span>{self.anchor(r)}'
+        if role == "toolResult":
+            head += self.result_name(data)
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            head += f"<span>{_usage(usage)}</span>"
+        body = self.blocks(data.get("content"), r.seq)
+        return (
+            f'<article class="rec {text(role, one_line=True)}{classes}" id="r{r.seq}">'
+            f'<div class="head">{head}{note}</div>{body}</article>\n'
+        )
+
+    def result_name(self, data: dict[str, Any]) -> str:
+        name = data.get("toolName")
+        call = data.get("toolCallId")
+        parts = [f"<code>{text(str(name), one_line=True)}</code>" if name else ""]
+        parts.append(f"<code>{text(str(call), one_line=True)}</code>")
+        if data.get("isError"):
+            parts.append('<span class="note">error</span>')
+        return "<span>" + " ".join(p for p in parts if p) + "</span>"
+
+    def blocks(self, content: Any, seq: int) -> str:
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        out = []
+        for block in content if isinstance(content, list) else ():
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and isinstance(block.get("text"), str):
+                out.append(f'<div class="text">{text(block["text"])}</div>')
+            elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                out.append(
+                    '<details class="thinking"><summary>thinking</summary>'
+                    f'<div class="text">{text(block["thinking"])}</div></details>'
+                )
+            elif kind == "toolCall" and isinstance(block.get("id"), str):
+                out.append(self.tool_call(block, seq))
+            elif kind == "image":
+                out.append(_image(block))
+            else:
+                name = text(str(kind), one_line=True)
+                out.append(
+                    f"<details><summary>[{name} block]</summary><pre>{_json(block)}</pre></details>"
+                )
+        return "".join(out)
+
+    def tool_call(self, block: dict[str, Any], seq: int) -> str:
+        call_id = block["id"]
+        args = block.get("arguments")
+        name = text(str(block.get("name", "")), one_line=True)
+        head = (
+            f'<div class="call">→ <strong>{name}</strong>'
+            f" <code>{text(call_id, one_line=True)}</code></div>"
+        )
+        if args:
+            head += f'<pre class="args">{_json(args)}</pre>'
+        result = self.results.get(call_id)
+        if result is None or result.seq <= seq or result.seq in self.shown_results:
+            return f'<section class="tool">{head}<div class="note">no result stored</div></section>'
+        self.shown_results.add(result.seq)
+        data = result.data
+        classes, note = self.marks(result.seq, message=True)
+        error = " error" if data.get("isError") else ""
+        label = "error" if error else "result"
+        content = data.get("content")
+        size = sum(
+            len(b.get("text", "")) for b in content if isinstance(b, dict)
+        ) if isinstance(content, list) else 0  # fmt: skip
+        body = self.blocks(content, result.seq)
+        opened = " open" if size <= FOLD_CHARS else ""
+        return (
+            f'<section class="tool">{head}'
+            f'<details class="result{error}{classes}" id="r{result.seq}"{opened}><summary>'
+            f'<span class="label">{label}</span> {self.anchor(result)}'
+            f" ({size:,} characters){note}</summary>{body}</details></section>"
+        )
+
+
+def _usage(usage: dict[str, Any]) -> str:
+    parts = []
+    for key, label in (("input", "in"), ("output", "out"), ("cacheRead", "cache read")):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value:
+            parts.append(f"{label} {value:,}")
+    return text(" · ".join(parts), one_line=True)
+
+
+def _image(block: dict[str, Any]) -> str:
+    """An image block as an ``<img>`` with a ``data:`` URI: only for :data:`IMAGE_TYPES`
+    and plain base64, else a note saying why it is not shown."""
+    mime = block.get("mimeType")
+    data = block.get("data")
+    if not isinstance(mime, str) or mime.lower() not in IMAGE_TYPES:
+        return f'<div class="note">[image of type {text(str(mime), one_line=True)} not shown]</div>'
+    if not isinstance(data, str):
+        return '<div class="note">[image without data]</div>'
+    data = _WHITESPACE.sub("", data)
+    if not _BASE64.fullmatch(data) or len(data) % 4:
+        return '<div class="note">[image whose data is not base64, not shown]</div>'
+    return f'<img alt="image ({mime.lower()})" src="data:{mime.lower()};base64,{data}">'
