@@ -98,6 +98,13 @@ class TurnWakeups:
             event.set()
 
 
+class Stoppable(Protocol):
+    """Per-store machinery a feature module attaches to the core (the change feed of
+    :mod:`sessiondb.feed`); stopped before the backend closes."""
+
+    async def close(self) -> None: ...
+
+
 def check_expected_seq(expected_seq: object) -> None:
     """Refused before SQL: the databases compared ``"1"`` or ``True`` differently."""
     if expected_seq is not None:
@@ -117,6 +124,8 @@ class Core:
         self.named = NamedSessions()
         self.compaction_breaker = CircuitBreaker()
         self.turn_wakeups = TurnWakeups()
+        # The change feed (sessiondb.feed), made by the first watch.
+        self.feed: Stoppable | None = None
         # False once a read found no turns table (code ahead of ``migrate`` in a rolling
         # upgrade), until the next migrate.
         self.turns_table = True
@@ -131,6 +140,8 @@ class Core:
 
     async def close(self) -> None:
         await self.settle_background()
+        if self.feed is not None:
+            await self.feed.close()
         await self.backend.close()
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:

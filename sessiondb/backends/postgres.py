@@ -426,6 +426,23 @@ class PostgresBackend:
         finally:
             await engine.dispose()
 
+    async def listen(self, channel: str, on_payload: Callable[[str], None]) -> _Listening:
+        """A connection outside the pool, LISTENing on ``channel`` (the change feed)."""
+        if self._closed:
+            raise StoreClosedError()
+        try:
+            conn = await self._asyncpg.connect(**self._kwargs)
+        except BaseException as exc:
+            raise translate(exc, self._where, self._timeout) from exc
+        listening = _Listening(conn, channel, self._where)
+        conn.add_termination_listener(lambda _conn: listening.lost.set())
+        try:
+            await conn.add_listener(channel, lambda _c, _pid, _ch, payload: on_payload(payload))
+        except BaseException as exc:
+            conn.terminate()
+            raise translate(exc, self._where, self._timeout) from exc
+        return listening
+
     async def close(self) -> None:
         self._closed = True
         pool, self._pool = self._pool, None
@@ -434,6 +451,39 @@ class PostgresBackend:
                 await asyncio.wait_for(pool.close(), timeout=10)
             except (TimeoutError, OSError, self._asyncpg.PostgresError):
                 pool.terminate()
+
+
+class _Listening:
+    """One LISTENing connection (:meth:`PostgresBackend.listen`)."""
+
+    def __init__(self, conn: Any, channel: str, where: str) -> None:
+        self._conn = conn
+        self._channel = channel
+        self._where = where
+        self.lost = asyncio.Event()
+
+    async def notify(self, payload: str) -> None:
+        await self._call(self._conn.execute("SELECT pg_notify($1, $2)", self._channel, payload))
+
+    async def ping(self) -> None:
+        await self._call(self._conn.fetchval("SELECT 1"))
+
+    async def _call(self, work: Awaitable[Any]) -> None:
+        try:
+            await asyncio.wait_for(work, timeout=10)
+        except BaseException as exc:
+            self.lost.set()
+            self._conn.terminate()
+            raise translate(exc, self._where) from exc
+
+    async def close(self) -> None:
+        self.lost.set()
+        if not self._conn.is_closed():
+            try:
+                await asyncio.wait_for(self._conn.close(), timeout=5)
+            except BaseException:
+                self._conn.terminate()
+                raise
 
 
 class _Transaction:
