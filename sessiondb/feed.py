@@ -15,8 +15,8 @@
   nothing is lost.
 - **PgBouncer in transaction mode** cannot deliver notifications (the LISTEN stays on a
   server connection the client no longer holds). The store option ``feed="auto"``
-  (the default) sends itself a probe after LISTEN and polls instead when the probe does
-  not come back within :data:`PROBE_SECONDS`; ``feed="poll"`` polls from the start,
+  (the default) sends a probe from a pooled connection after LISTEN and polls instead
+  when it does not arrive within :data:`PROBE_SECONDS`; ``feed="poll"`` polls from the start,
   ``feed="listen"`` never falls back.
 - **Polling** (SQLite always; Postgres when told or when the probe failed): each tick
   reads SQLite's ``PRAGMA data_version`` and, only when it moved (on Postgres: always),
@@ -214,7 +214,7 @@ class Feed:
                 continue
             try:
                 if probe:
-                    if not await self._probed(conn):
+                    if not await self._probed():
                         return False
                     probe = False
                 self.mode = "listen"
@@ -232,12 +232,15 @@ class Feed:
                 with contextlib.suppress(Exception):
                     await conn.close()
 
-    async def _probed(self, conn: Listening) -> bool:
+    async def _probed(self) -> bool:
         token = secrets.token_hex(8)
         arrived = asyncio.Event()
         self._probe = (token, arrived)
         try:
-            await conn.notify(f"p {token}")
+            # From another connection (the pool's), as every real notification comes:
+            # behind PgBouncer in transaction mode the LISTEN connection would hear its
+            # own, but never another's.
+            await self._core.backend.execute(q.notify(f"p {token}"))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(arrived.wait(), PROBE_SECONDS)
             return arrived.is_set()

@@ -93,9 +93,6 @@ class Listening(Protocol):
     #: Set once the connection is lost (the server closed it, the network broke).
     lost: asyncio.Event
 
-    async def notify(self, payload: str) -> None:
-        """Send ``payload`` on the channel from this connection (a probe)."""
-
     async def ping(self) -> None:
         """A round trip; raises a SessionDBError when the connection no longer answers."""
 

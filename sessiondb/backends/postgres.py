@@ -430,11 +430,17 @@ class PostgresBackend:
         """A connection outside the pool, LISTENing on ``channel`` (the change feed)."""
         if self._closed:
             raise StoreClosedError()
+        kwargs = dict(self._kwargs)
+        server_settings = dict(kwargs.get("server_settings") or {})
+        # Told apart in pg_stat_activity: ``<application_name>-feed``.
+        name = server_settings.get("application_name", "sessiondb")
+        server_settings["application_name"] = f"{name}-feed"[:63]
+        kwargs["server_settings"] = server_settings
         try:
-            conn = await self._asyncpg.connect(**self._kwargs)
+            conn = await self._asyncpg.connect(**kwargs)
         except BaseException as exc:
             raise translate(exc, self._where, self._timeout) from exc
-        listening = _Listening(conn, channel, self._where)
+        listening = _Listening(conn, self._where)
         conn.add_termination_listener(lambda _conn: listening.lost.set())
         try:
             await conn.add_listener(channel, lambda _c, _pid, _ch, payload: on_payload(payload))
@@ -456,14 +462,10 @@ class PostgresBackend:
 class _Listening:
     """One LISTENing connection (:meth:`PostgresBackend.listen`)."""
 
-    def __init__(self, conn: Any, channel: str, where: str) -> None:
+    def __init__(self, conn: Any, where: str) -> None:
         self._conn = conn
-        self._channel = channel
         self._where = where
         self.lost = asyncio.Event()
-
-    async def notify(self, payload: str) -> None:
-        await self._call(self._conn.execute("SELECT pg_notify($1, $2)", self._channel, payload))
 
     async def ping(self) -> None:
         await self._call(self._conn.fetchval("SELECT 1"))
