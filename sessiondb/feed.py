@@ -50,8 +50,8 @@ from .validation import strict_int
 #: Records read per query while a watch catches up.
 PAGE = 500
 #: Polling: the tick after a change, and the longest one while nothing changes.
-POLL_FIRST = 0.01
-POLL_MAX = 0.2
+POLL_FIRST = 0.005
+POLL_MAX = 0.1
 #: A watch re-reads at least this often, woken or not (bulk imports notify nobody).
 RESCAN = 5.0
 #: ``feed="auto"``: how long LISTEN's own probe may take before the feed polls instead.

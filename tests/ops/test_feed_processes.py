@@ -10,12 +10,15 @@ asserted: ``python -m bench.feed`` gives the figures.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.messages import user
-from helpers.processes import SPAWN
+from helpers.processes import SPAWN, run_python
 
 from sessiondb import SessionStore
 from sessiondb.feed import Feed
@@ -23,6 +26,7 @@ from sessiondb.feed import Feed
 WRITERS = 3
 PER_WRITER = 40
 TIMEOUT_S = 240
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _writer(url: str, session_id: str, proc: int, go: Any) -> None:
@@ -140,3 +144,20 @@ async def test_a_turn_released_in_one_process_is_taken_in_another(db_url: str) -
         assert [r.message.content[0].text for r in await store.records(sid)] == [  # type: ignore[union-attr]
             "second's turn"
         ]
+
+
+def test_bench_feed_tiny_runs(postgres: Any) -> None:
+    """``python -m bench.feed --tiny``: both figures reported."""
+    if postgres.admin_url is None:
+        message = f"the benchmark needs Postgres: {postgres.reason}"
+        if os.environ.get("SESSIONDB_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message + " (SESSIONDB_REQUIRE_POSTGRES=1)")
+        pytest.skip(message)
+    env = {
+        **os.environ,
+        "SESSIONDB_BENCH_DATABASE_URL": postgres.admin_url.render_as_string(hide_password=False),
+    }
+    done = run_python("-m", "bench.feed", "--tiny", cwd=ROOT, env=env, timeout=300)
+    assert "postgres (listen): p50" in done.stdout, done.stdout
+    assert "sqlite   (poll): p50" in done.stdout, done.stdout
+    assert "a LISTEN open" in done.stdout, done.stdout

@@ -1,0 +1,184 @@
+"""``python -m bench.feed``: the change feed (issue 26), two figures.
+
+- **Watch latency**: a writer process appends one message at a time (a pause between
+  appends: the feed is idle when each arrives) and this process watches the session;
+  the time from the start of each append (its commit is later: an upper bound) to its
+  delivery by ``store.watch``, p50 and p99, on Postgres (LISTEN/NOTIFY) and SQLite
+  (polling). Postgres goal: p99 <= 50 ms on an idle machine.
+- **The NOTIFY in the append**: the append's one statement as sessiondb sends it (with
+  ``pg_notify`` in its RETURNING) against the same statement without it, bare asyncpg,
+  interleaved, with a LISTEN connection open (as when a watch runs) and without.
+
+Needs a Postgres (``SESSIONDB_TEST_DATABASE_URL``, else 127.0.0.1:5432, as
+``python -m bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+
+from sessiondb import SessionStore
+from sessiondb import statements as q
+from sessiondb.feed import Feed
+
+from .databases import BenchError, Database, PostgresServer, SQLiteFiles, find_postgres
+from .timing import compare
+
+SIZES = {"full": (400, 3000), "quick": (150, 1000), "tiny": (10, 30)}  # records, reps
+PAUSE_S = 0.02  # between the writer's appends
+
+
+def _writer(url: str, session_id: str, count: int, go: Any) -> None:
+    async def write() -> None:
+        async with SessionStore.open(url) as store:
+            go.wait(60)
+            for i in range(count):
+                at = time.time()
+                await store.append(session_id, {"role": "user", "content": f"{i} {at!r}"})
+                await asyncio.sleep(PAUSE_S)
+
+    asyncio.run(write())
+
+
+async def watch_latency(db: Database, count: int) -> tuple[str, float, float]:
+    """(feed mode, p50 ms, p99 ms) of ``count`` records written by another process."""
+    spawn = multiprocessing.get_context("spawn")
+    async with SessionStore.open(db.url) as store:
+        sid = (await store.create_session()).id
+        watch = store.watch(sid)
+        first = asyncio.ensure_future(anext(watch))
+        while not (isinstance(store.core.feed, Feed) and store.core.feed.mode):
+            await asyncio.sleep(0.01)
+        mode = store.core.feed.mode
+        go = spawn.Event()
+        writer = spawn.Process(target=_writer, args=(db.url, sid, count, go))
+        writer.start()
+        go.set()
+        latencies = []
+        record = await first
+        while True:
+            text = record.message.content[0].text  # type: ignore[union-attr,index]
+            sent = float(text.split()[-1])
+            latencies.append((time.time() - sent) * 1000)
+            if len(latencies) == count:
+                break
+            record = await anext(watch)
+        await watch.aclose()  # type: ignore[attr-defined]
+        await asyncio.to_thread(writer.join, 60)
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return mode, statistics.median(latencies), p99
+
+
+async def notify_cost(db: Database, reps: int) -> list[tuple[str, float, float]]:
+    """(case, with NOTIFY s, without s): the append statement, bare asyncpg."""
+    import asyncpg
+
+    stmt = q.append_one(False).compile(dialect=asyncpg_dialect())  # type: ignore[no-untyped-call]
+    sql = str(stmt)
+    start = sql.index(", pg_notify(")
+    end = sql.index(" AS notified", start) + len(" AS notified")
+    bare = sql[:start] + sql[end:]
+    assert "pg_notify" not in bare
+    names = list(stmt.positiontup or ())
+    async with SessionStore.open(db.url) as store:
+        sid = (await store.create_session()).id
+    conn = await asyncpg.connect(db.dsn)
+    listener = await asyncpg.connect(db.dsn)
+    results = []
+    try:
+        values = {
+            "sid": sid,
+            "ns": "default",
+            "count": 1,
+            "messages": 1,
+            "at": datetime.now(UTC),
+            "name": None,
+            "d_input": 0,
+            "d_output": 0,
+            "d_cache_read": 0,
+            "d_cache_write": 0,
+            "d_cost": 0.0,
+            "kind": "message",
+            "role": "user",
+            "uuid": None,
+            "parent_uuid": None,
+            "tool_call_id": None,
+            "target_seq": None,
+            "first_kept_seq": None,
+            "size": 30,
+            "payload": '{"role":"user","content":"hello"}',
+        }
+        args = [values[n] for n in names]
+
+        async def with_notify() -> None:
+            await conn.fetchval(sql, *args)
+
+        async def without() -> None:
+            await conn.fetchval(bare, *args)
+
+        for case, listening in (("no LISTEN open", False), ("a LISTEN open", True)):
+            if listening:
+                await listener.add_listener(q.FEED_CHANNEL, lambda *_: None)
+            a, b = await compare(with_notify, without, reps=reps, warmup=reps // 10)
+            results.append((case, a, b))
+    finally:
+        await listener.close()
+        await conn.close()
+    return results
+
+
+async def main(mode: str) -> int:
+    count, reps = SIZES[mode]
+    server = PostgresServer(await find_postgres())
+    await server.setup()
+    with tempfile.TemporaryDirectory(prefix="sessiondb-bench-feed-") as tmp:
+        files = SQLiteFiles(Path(tmp))
+        await files.setup()
+        try:
+            print(f"watch latency, {count} records appended by another process, one at a time:")
+            for source in (server, files):
+                db = await source.fresh()
+                try:
+                    feed_mode, p50, p99 = await watch_latency(db, count)
+                finally:
+                    await source.drop(db)
+                print(f"  {db.backend:<8} ({feed_mode}): p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
+            db = await server.fresh()
+            try:
+                print("the append statement with pg_notify / without (bare asyncpg):")
+                for case, a, b in await notify_cost(db, reps):
+                    print(f"  {case:<15} {a * 1e6:7.0f} µs / {b * 1e6:7.0f} µs = {a / b:.2f}")
+            finally:
+                await server.drop(db)
+        finally:
+            await server.cleanup()
+    return 0
+
+
+def cli() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.feed", description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    opts = parser.parse_args()
+    mode = "tiny" if opts.tiny else "quick" if opts.quick else "full"
+    try:
+        return asyncio.run(main(mode))
+    except BenchError as exc:
+        print(f"bench.feed: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
