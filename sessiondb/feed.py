@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from . import statements as q
 from .backends.base import Listening, Listens, Versioned
 from .core import Core, now
-from .errors import SessionDBError, StoreClosedError
+from .errors import DatabaseUnavailableError, SessionDBError, StoreClosedError
 from .ids import check_session_id
 from .models import Record
 from .rows import records_from_rows, utc
@@ -58,6 +58,8 @@ RESCAN = 5.0
 PROBE_SECONDS = 2.0
 #: The LISTEN connection is pinged this often when quiet (a dead peer is noticed).
 PING_SECONDS = 10.0
+#: A watch whose database stays away this long ends with the error.
+UNAVAILABLE_S = 60.0
 #: Reconnect waits: from the first to the longest.
 RECONNECT_FIRST = 0.05
 RECONNECT_MAX = 2.0
@@ -100,7 +102,7 @@ class Feed:
     async def running(self) -> AsyncIterator[None]:
         """The feed runs for the block (shared with every other block)."""
         self._users += 1
-        if self._task is None:
+        if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sessiondb-feed")
         try:
             yield
@@ -329,12 +331,20 @@ def check_from_seq(from_seq: object) -> int | None:
 
 async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncIterator[Record]:
     """The records committed to the session after ``from_seq`` (default: its head now),
-    in seq order, each once, until the caller stops iterating (see the module doc)."""
+    in seq order, each once, until the caller stops iterating (see the module doc).
+
+    A database that stays away for :data:`UNAVAILABLE_S` ends the watch with its
+    DatabaseUnavailableError, and a session deleted meanwhile with SessionNotFoundError
+    (noticed within :data:`RESCAN` seconds).
+    """
     check_session_id(session_id)
     start = check_from_seq(from_seq)
     head = (await core.session(session_id)).last_seq  # raises when the session is missing
     waiter = _Waiter(head if start is None else start)
+    loop = asyncio.get_running_loop()
     async with feed_of(core).watching(session_id, waiter):
+        quiet = False  # the last wait ended with no wake-up
+        away_since: float | None = None
         while True:
             waiter.event.clear()
             bound = q.lineage_records(
@@ -345,14 +355,27 @@ async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncItera
                 from_seq=waiter.seen + 1,
                 limit=PAGE,
             )
-            rows = await core.backend.fetch(bound)
+            try:
+                rows = await core.backend.fetch(bound)
+                if quiet and not rows:
+                    await core.session(session_id)  # raises once the session is deleted
+            except DatabaseUnavailableError:
+                away_since = loop.time() if away_since is None else away_since
+                if loop.time() - away_since > UNAVAILABLE_S:
+                    raise
+                await asyncio.sleep(RECONNECT_MAX)
+                continue
+            away_since = None
             for record in records_from_rows(rows):
                 if record.seq > waiter.seen:
                     waiter.seen = record.seq
                     yield record
+            quiet = False
             if len(rows) < PAGE:
-                with contextlib.suppress(TimeoutError):
+                try:
                     await asyncio.wait_for(waiter.event.wait(), RESCAN)
+                except TimeoutError:
+                    quiet = True
 
 
 async def watch_all(core: Core) -> AsyncIterator[tuple[str, int]]:

@@ -25,6 +25,7 @@ from sessiondb import (
     SessionNotFoundError,
     SessionStore,
 )
+from sessiondb import feed as feed_module
 from sessiondb.feed import Feed
 
 T = TypeVar("T")
@@ -127,6 +128,19 @@ async def test_watch_refuses_what_is_not_there(store: SessionStore) -> None:
     for bad in (-1, "1", True, 1.5):
         with pytest.raises(InvalidInputError, match="from_seq"):
             await take(store.watch(sid, from_seq=bad), 1)  # type: ignore[arg-type]
+
+
+async def test_a_watch_of_a_deleted_session_ends(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(feed_module, "RESCAN", 0.2)  # how soon a quiet watch looks again
+    sid = (await store.create_session()).id
+    await store.append(sid, user("m1"))
+    watch = store.watch(sid, from_seq=0)
+    assert [r.seq for r in await take(watch, 1)] == [1]
+    await store.delete_session(sid)
+    with pytest.raises(SessionNotFoundError):
+        await take(watch, 1)
 
 
 async def test_cancelling_watches_stops_the_feed_and_its_connection(
