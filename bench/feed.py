@@ -7,7 +7,8 @@
   (polling). Postgres goal: p99 <= 50 ms on an idle machine.
 - **The NOTIFY in the append**: the append's one statement as sessiondb sends it (with
   ``pg_notify`` in its RETURNING) against the same statement without it, bare asyncpg,
-  interleaved, with a LISTEN connection open (as when a watch runs) and without.
+  interleaved, with a LISTEN connection open (as when a watch runs) and without, and
+  with ``synchronous_commit = off`` (the CPU cost alone, without the wait for the disk).
 
 Needs a Postgres (``SESSIONDB_TEST_DATABASE_URL``, else 127.0.0.1:5432, as
 ``python -m bench``).
@@ -128,9 +129,19 @@ async def notify_cost(db: Database, reps: int) -> list[tuple[str, float, float]]
         async def without() -> None:
             await conn.fetchval(bare, *args)
 
-        for case, listening in (("no LISTEN open", False), ("a LISTEN open", True)):
-            if listening:
+        cases = (
+            ("no LISTEN open", False, False),
+            ("a LISTEN open", True, False),
+            # The commit's wait for the disk, which dwarfs the rest, left out.
+            ("LISTEN, no sync", True, True),
+        )
+        listens = False
+        for case, listening, nosync in cases:
+            if listening and not listens:
                 await listener.add_listener(q.FEED_CHANNEL, lambda *_: None)
+                listens = True
+            if nosync:
+                await conn.execute("SET synchronous_commit = off")
             a, b = await compare(with_notify, without, reps=reps, warmup=reps // 10)
             results.append((case, a, b))
     finally:
