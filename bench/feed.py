@@ -5,6 +5,10 @@
   the time from the start of each append (its commit is later: an upper bound) to its
   delivery by ``store.watch``, p50 and p99, on Postgres (LISTEN/NOTIFY) and SQLite
   (polling). Postgres goal: p99 <= 50 ms on an idle machine.
+- **Turn handoff**: a holder in another process releases a turn that a waiter here
+  queued for 50-200 ms earlier; the time from the release to the waiter holding it,
+  with the store option ``feed="poll"`` (the waiter polls, as before the feed) and with
+  the feed (the release's NOTIFY wakes the waiter).
 - **The NOTIFY in the append**: the append's one statement as sessiondb sends it (with
   ``pg_notify`` in its RETURNING) against the same statement without it, bare asyncpg,
   interleaved, with a LISTEN connection open (as when a watch runs) and without, and
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import random
 import statistics
 import sys
 import tempfile
@@ -80,6 +85,51 @@ async def watch_latency(db: Database, count: int) -> tuple[str, float, float]:
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
     return mode, statistics.median(latencies), p99
+
+
+def _holder(url: str, session_id: str, rounds: int, feed: str, held: Any, release: Any) -> None:
+    async def hold() -> None:
+        async with SessionStore.open(url, feed=feed) as store:
+            for _ in range(rounds):
+                async with store.turn(session_id, holder="holder"):
+                    held.put(None)
+                    release.get(timeout=60)
+                    stamp = time.time()
+                held.put(stamp)  # released
+
+    asyncio.run(hold())
+
+
+async def turn_handoff(db: Database, rounds: int, feed: str) -> tuple[float, float]:
+    """(p50 ms, p99 ms) from a release in another process to a waiter here holding
+    the turn; the waiter queued 50-200 ms before the release (its polls backed off)."""
+    spawn = multiprocessing.get_context("spawn")
+    held, release = spawn.Queue(), spawn.Queue()
+    async with SessionStore.open(db.url, feed=feed) as store:  # type: ignore[call-arg]
+        sid = (await store.create_session()).id
+        holder = spawn.Process(target=_holder, args=(db.url, sid, rounds, feed, held, release))
+        holder.start()
+        latencies = []
+        try:
+            for _ in range(rounds):
+                await asyncio.to_thread(held.get, True, 60)
+                taken: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+
+                async def wait_turn(done: asyncio.Future[float] = taken) -> None:
+                    async with store.turn(sid, holder="waiter", timeout=60):
+                        done.set_result(time.time())
+
+                waiter = asyncio.ensure_future(wait_turn())
+                await asyncio.sleep(random.uniform(0.05, 0.2))
+                release.put(None)
+                stamp = await asyncio.to_thread(held.get, True, 60)
+                latencies.append((await taken - stamp) * 1000)
+                await waiter
+        finally:
+            await asyncio.to_thread(holder.join, 60)
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return statistics.median(latencies), p99
 
 
 async def notify_cost(db: Database, reps: int) -> list[tuple[str, float, float]]:
@@ -166,6 +216,15 @@ async def main(mode: str) -> int:
                 finally:
                     await source.drop(db)
                 print(f"  {db.backend:<8} ({feed_mode}): p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
+            print(f"turn handoff to a waiter in another process, {count // 5} turns:")
+            for feed in ("poll", "auto"):
+                db = await server.fresh()
+                try:
+                    p50, p99 = await turn_handoff(db, max(count // 5, 5), feed)
+                finally:
+                    await server.drop(db)
+                how = "polling only" if feed == "poll" else "woken by the feed"
+                print(f"  postgres ({how}): p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
             db = await server.fresh()
             try:
                 print("the append statement with pg_notify / without (bare asyncpg):")

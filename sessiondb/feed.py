@@ -58,6 +58,9 @@ RESCAN = 5.0
 PROBE_SECONDS = 2.0
 #: The LISTEN connection is pinged this often when quiet (a dead peer is noticed).
 PING_SECONDS = 10.0
+#: After a turn waiter's wait, the feed keeps listening this long for the next one (a
+#: store that waits for turns often keeps one LISTEN connection, not one per wait).
+TURN_LINGER = 30.0
 #: A watch whose database stays away this long ends with the error.
 UNAVAILABLE_S = 60.0
 #: Reconnect waits: from the first to the longest.
@@ -93,15 +96,21 @@ class Feed:
         self._users = 0
         self._task: asyncio.Task[None] | None = None
         self._probe: tuple[str, asyncio.Event] | None = None
+        self._lingering: asyncio.TimerHandle | None = None
         #: ``listen`` or ``poll`` once the running feed has decided; None while stopped.
         self.mode: str | None = None
 
     # -- who uses the feed -------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """The feed runs for the block (shared with every other block)."""
+    async def running(self, linger: float = 0.0) -> AsyncIterator[None]:
+        """The feed runs for the block (shared with every other block); ``linger``: when
+        the block was the last, the feed stops that many seconds later (unless another
+        block starts meanwhile) instead of at once."""
         self._users += 1
+        if self._lingering is not None:
+            self._lingering.cancel()
+            self._lingering = None
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sessiondb-feed")
         try:
@@ -109,9 +118,23 @@ class Feed:
         finally:
             self._users -= 1
             if self._users == 0:
-                await self._stop()
+                if linger > 0:
+                    loop = asyncio.get_running_loop()
+                    self._lingering = loop.call_later(linger, self._stop_unused)
+                else:
+                    await self._stop()
+
+    def _stop_unused(self) -> None:
+        self._lingering = None
+        if self._users == 0 and self._task is not None:
+            self._task.cancel()  # its own ``finally`` closes the LISTEN connection
+            self._task = None
+            self.mode = None
 
     async def _stop(self) -> None:
+        if self._lingering is not None:
+            self._lingering.cancel()
+            self._lingering = None
         task, self._task = self._task, None
         self.mode = None
         if task is not None:
@@ -394,7 +417,7 @@ async def turn_wakeups(core: Core) -> AsyncIterator[None]:
     if not isinstance(core.backend, Listens) or core.settings.feed == "poll":
         yield
         return
-    async with feed_of(core).running():
+    async with feed_of(core).running(linger=TURN_LINGER):
         yield
 
 

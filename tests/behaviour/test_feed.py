@@ -256,7 +256,10 @@ async def test_a_turn_waiter_listens_while_it_waits(pg_url: str) -> None:
             assert await feed_mode(b) == "listen"
         assert await asyncio.wait_for(waiting, WAIT_S) == "b"
         feed = b.core.feed
-        assert isinstance(feed, Feed) and feed.mode is None  # stopped with the wait
+        assert isinstance(feed, Feed) and feed.mode == "listen"  # lingers for the next wait
+        assert await feed_connections(b) == 1
+    async with SessionStore.open(pg_url) as c:
+        assert await feed_connections(c, expect=0) == 0  # closed with its store
 
 
 async def _take_turn(store: SessionStore, sid: str) -> str:
