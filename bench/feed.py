@@ -74,13 +74,13 @@ async def watch_latency(db: Database, count: int) -> tuple[str, float, float]:
         latencies = []
         record = await first
         while True:
-            text = record.message.content[0].text  # type: ignore[union-attr,index]
+            text = record.message.content[0].text  # type: ignore[union-attr]
             sent = float(text.split()[-1])
             latencies.append((time.time() - sent) * 1000)
             if len(latencies) == count:
                 break
             record = await anext(watch)
-        await watch.aclose()  # type: ignore[attr-defined]
+        await watch.aclose()
         await asyncio.to_thread(writer.join, 60)
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
@@ -105,7 +105,7 @@ async def turn_handoff(db: Database, rounds: int, feed: str) -> tuple[float, flo
     the turn; the waiter queued 50-200 ms before the release (its polls backed off)."""
     spawn = multiprocessing.get_context("spawn")
     held, release = spawn.Queue(), spawn.Queue()
-    async with SessionStore.open(db.url, feed=feed) as store:  # type: ignore[call-arg]
+    async with SessionStore.open(db.url, feed=feed) as store:
         sid = (await store.create_session()).id
         holder = spawn.Process(target=_holder, args=(db.url, sid, rounds, feed, held, release))
         holder.start()

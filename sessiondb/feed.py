@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime, timedelta
 
 from . import statements as q
@@ -352,7 +352,7 @@ def check_from_seq(from_seq: object) -> int | None:
     return strict_int(from_seq, "from_seq", minimum=0)
 
 
-async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncIterator[Record]:
+async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncGenerator[Record, None]:
     """The records committed to the session after ``from_seq`` (default: its head now),
     in seq order, each once, until the caller stops iterating (see the module doc).
 
@@ -401,7 +401,7 @@ async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncItera
                     quiet = True
 
 
-async def watch_all(core: Core) -> AsyncIterator[tuple[str, int]]:
+async def watch_all(core: Core) -> AsyncGenerator[tuple[str, int], None]:
     """``(session_id, head seq)`` each time a session of the namespace moves on, from
     now on (see the module doc)."""
     queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()

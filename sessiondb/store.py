@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Unpack
 
@@ -682,7 +682,9 @@ class SessionStore:
 
     # -- the change feed (sessiondb.feed does the work) -------------------------------
 
-    def watch(self, session_id: str, *, from_seq: int | None = None) -> AsyncIterator[Record]:
+    def watch(
+        self, session_id: str, *, from_seq: int | None = None
+    ) -> AsyncGenerator[Record, None]:
         """The records committed to the session, from any process, as they come: an
         async iterator, in seq order, each record once (its lineage's, tombstoned ones
         too). Starts after ``from_seq`` (default: the head now), replaying what is stored
@@ -696,7 +698,7 @@ class SessionStore:
         """
         return feed.watch(self._core, session_id, from_seq)
 
-    def watch_all(self) -> AsyncIterator[tuple[str, int]]:
+    def watch_all(self) -> AsyncGenerator[tuple[str, int], None]:
         """``(session_id, head seq)`` each time a session of the namespace moves on,
         from now on: an async iterator (see :mod:`sessiondb.feed`)."""
         return feed.watch_all(self._core)

@@ -75,7 +75,7 @@ async def test_a_watch_gets_another_stores_appends_in_order_once(
         await writer.append(sid, user("three"))
         await writer.append(sid, user("four"))
         got += await take(watch, 3)
-    await watch.aclose()  # type: ignore[attr-defined]
+    await watch.aclose()
     assert [r.seq for r in got] == [2, 3, 4, 5]
     assert texts(got) == ["one", "two", "three", "four"]
     assert [r.seq for r in got] == [r.seq for r in await store.records(sid, from_seq=2)]
@@ -89,7 +89,7 @@ async def test_from_seq_replays_what_is_stored_after_it(store: SessionStore) -> 
     assert [r.seq for r in got] == [3, 4, 5]
     await store.append(sid, user("m6"))
     got += await take(watch, 1)
-    await watch.aclose()  # type: ignore[attr-defined]
+    await watch.aclose()
     assert texts(got) == ["m3", "m4", "m5", "m6"]
     # from_seq=0: everything, overlays too (a tombstone is a record)
     await store.tombstone(sid, 1)
@@ -118,7 +118,7 @@ async def test_watch_all_reports_sessions_that_move(store: SessionStore, db_url:
         assert await first == [(b, 1)]
         await writer.append(a, user("a2"))
         assert await take(events, 1) == [(a, 2)]
-    await events.aclose()  # type: ignore[attr-defined]
+    await events.aclose()
 
 
 async def test_watch_refuses_what_is_not_there(store: SessionStore) -> None:
@@ -213,7 +213,7 @@ async def test_a_watch_survives_its_listen_connection_killed(pg_url: str) -> Non
             assert await feed_connections(store, expect=1) == 1
         await writer.append(sid, user("last"))
         got += await take(watch, 1)
-        await watch.aclose()  # type: ignore[attr-defined]
+        await watch.aclose()
     assert [r.seq for r in got] == list(range(1, 9))
     assert texts(got) == ["m1", "r0a", "r0b", "r1a", "r1b", "r2a", "r2b", "last"]
 
@@ -227,7 +227,7 @@ async def test_behind_pgbouncer_the_feed_polls(pgbouncer: str) -> None:
         assert await feed_mode(store) == "poll"  # the probe never came back
         await writer.append(sid, [user("a"), user("b")])
         got = await first
-        await watch.aclose()  # type: ignore[attr-defined]
+        await watch.aclose()
     assert texts(got) == ["a", "b"]
     # Told so: polls from the start, with no probe.
     async with (
@@ -239,7 +239,7 @@ async def test_behind_pgbouncer_the_feed_polls(pgbouncer: str) -> None:
         assert await feed_mode(store) == "poll"
         await writer.append(sid, user("c"))
         assert texts(await first) == ["c"]
-        await watch.aclose()  # type: ignore[attr-defined]
+        await watch.aclose()
 
 
 async def test_feed_option_is_checked(db_url: str) -> None:
@@ -304,7 +304,7 @@ def test_watch_arguments_fuzzed_raise_only_sessiondb_errors(db_url: str) -> None
                 except SessionDBError:
                     return
                 finally:
-                    await watch.aclose()  # type: ignore[attr-defined]
+                    await watch.aclose()
                 # Only a watch of the session from 0 has anything to deliver.
                 assert session_id == sid and type(from_seq) is int and from_seq == 0
                 assert got[0].seq == 1
@@ -312,3 +312,35 @@ def test_watch_arguments_fuzzed_raise_only_sessiondb_errors(db_url: str) -> None
         asyncio.run(attempt())
 
     check()
+
+
+async def test_a_namespace_sees_only_its_own_activity(db_url: str) -> None:
+    async with (
+        SessionStore.open(db_url, namespace="tenant-a") as a,
+        SessionStore.open(db_url, namespace="tenant-b") as b,
+    ):
+        mine = (await a.create_session()).id
+        theirs = (await b.create_session()).id
+        events = a.watch_all()
+        first = asyncio.ensure_future(take(events, 1))
+        assert await feed_mode(a) in ("listen", "poll")
+        await asyncio.sleep(0.2)
+        await b.append(theirs, user("not for tenant-a"))
+        await asyncio.sleep(0.3)
+        await a.append(mine, user("for tenant-a"))
+        assert await first == [(mine, 1)]
+        await events.aclose()
+        with pytest.raises(SessionNotFoundError):
+            await take(a.watch(theirs), 1)
+
+
+async def test_an_in_memory_store_watches_itself() -> None:
+    async with SessionStore.open(":memory:") as store:
+        await store.migrate()
+        sid = (await store.create_session()).id
+        watch = store.watch(sid)
+        first = asyncio.ensure_future(take(watch, 2))
+        assert await feed_mode(store) == "poll"
+        await store.append(sid, [user("x"), user("y")])
+        assert texts(await first) == ["x", "y"]
+        await watch.aclose()

@@ -58,7 +58,7 @@ def _watcher(url: str, session_id: str, ready: Any, out: Any) -> None:
                     break
                 record = await watch.__anext__()
             mode = store.core.feed.mode
-            await watch.aclose()  # type: ignore[attr-defined]
+            await watch.aclose()
             out.put((mode, got))
 
     asyncio.run(watch())
