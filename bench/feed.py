@@ -12,7 +12,9 @@
 - **The NOTIFY in the append**: the append's one statement as sessiondb sends it (with
   ``pg_notify`` in its RETURNING) against the same statement without it, bare asyncpg,
   interleaved, with a LISTEN connection open (as when a watch runs) and without, and
-  with ``synchronous_commit = off`` (the CPU cost alone, without the wait for the disk).
+  with ``synchronous_commit = off`` (the CPU cost alone, without the wait for the disk);
+  and a turn's take and release, whose release statement notifies (``feed="poll"``:
+  it does not).
 
 Needs a Postgres (``SESSIONDB_TEST_DATABASE_URL``, else 127.0.0.1:5432, as
 ``python -m bench``).
@@ -197,6 +199,19 @@ async def notify_cost(db: Database, reps: int) -> list[tuple[str, float, float]]
     finally:
         await listener.close()
         await conn.close()
+    # A turn's take and release: the release statement with pg_notify, and without.
+    async with SessionStore.open(db.url) as ours, SessionStore.open(db.url, feed="poll") as bare:
+
+        async def turn_notify() -> None:
+            async with ours.turn(sid):
+                pass
+
+        async def turn_bare() -> None:
+            async with bare.turn(sid):
+                pass
+
+        a, b = await compare(turn_notify, turn_bare, reps=max(reps // 3, 10), warmup=5)
+        results.append(("take+release", a, b))
     return results
 
 
@@ -227,7 +242,7 @@ async def main(mode: str) -> int:
                 print(f"  postgres ({how}): p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
             db = await server.fresh()
             try:
-                print("the append statement with pg_notify / without (bare asyncpg):")
+                print("with pg_notify / without: the append statement (bare asyncpg); a turn:")
                 for case, a, b in await notify_cost(db, reps):
                     print(f"  {case:<15} {a * 1e6:7.0f} µs / {b * 1e6:7.0f} µs = {a / b:.2f}")
             finally:

@@ -25,7 +25,8 @@
 - **watch_all** yields ``(session_id, head seq)``: on Postgres straight from the
   notifications; when polling, and after a reconnect, from the namespace's sessions with
   message activity in the last moments (the ``(namespace, last_message_at)`` index).
-- **Turns.** A release on Postgres sends ``t <session> <namespace>``; the feed wakes
+- **Turns.** A release on Postgres notifies ``t <session> <namespace>`` in its own
+  statement (:func:`sessiondb.statements.turn_release`); the feed wakes
   the store's turn waiters (:class:`sessiondb.core.TurnWakeups`), so a waiter in another
   process takes the turn at once instead of at its next poll.
 """
@@ -137,10 +138,13 @@ class Feed:
             self._lingering = None
         task, self._task = self._task, None
         self.mode = None
-        if task is not None:
+        # Cancelled again until it ends: a cancellation that races a completing wait
+        # can be lost on Python 3.11.
+        while task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await asyncio.wait({task}, timeout=1.0)
+        if task is not None and not task.cancelled():
+            task.exception()  # retrieved: its errors were the feed's own
 
     async def close(self) -> None:
         """Stop the feed (the store closes); watches still open re-read until they end."""
@@ -266,17 +270,13 @@ class Feed:
             # behind PgBouncer in transaction mode the LISTEN connection would hear its
             # own, but never another's.
             await self._core.backend.execute(q.notify(f"p {token}"))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(arrived.wait(), PROBE_SECONDS)
-            return arrived.is_set()
+            return await _set_within(arrived, PROBE_SECONDS)
         finally:
             self._probe = None
 
     async def _until_lost(self, conn: Listening) -> None:
         while not conn.lost.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(conn.lost.wait(), PING_SECONDS)
-            if not conn.lost.is_set():
+            if not await _set_within(conn.lost, PING_SECONDS):
                 await conn.ping()
 
     async def _poll(self) -> None:
@@ -330,6 +330,17 @@ class Feed:
             else:
                 self._known[session_id] = max(head, self._known.get(session_id, -1))
         return moved
+
+
+async def _set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` is set within ``seconds`` (``asyncio.timeout``: unlike
+    ``wait_for`` on Python 3.11, it never swallows a cancellation)."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return event.is_set()
+    return True
 
 
 def feed_of(core: Core) -> Feed:
@@ -395,10 +406,7 @@ async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncGener
                     yield record
             quiet = False
             if len(rows) < PAGE:
-                try:
-                    await asyncio.wait_for(waiter.event.wait(), RESCAN)
-                except TimeoutError:
-                    quiet = True
+                quiet = not await _set_within(waiter.event, RESCAN)
 
 
 async def watch_all(core: Core) -> AsyncGenerator[tuple[str, int], None]:
@@ -421,9 +429,7 @@ async def turn_wakeups(core: Core) -> AsyncIterator[None]:
         yield
 
 
-async def announce_release(core: Core, session_id: str) -> None:
-    """Tell turn waiters in other processes that the session's turn was released
-    (Postgres; best effort: the waiters poll anyway)."""
-    if isinstance(core.backend, Listens) and core.settings.feed != "poll":
-        with contextlib.suppress(SessionDBError):
-            await core.backend.execute(q.notify(f"t {session_id} {core.namespace}"))
+def notifies(core: Core) -> bool:
+    """Whether the store tells other processes of its turn releases (Postgres, unless
+    ``feed="poll"``): the release statement then calls ``pg_notify``."""
+    return isinstance(core.backend, Listens) and core.settings.feed != "poll"

@@ -1167,16 +1167,25 @@ def _turn_renew(flavour: str) -> Update:
     )
 
 
-def turn_release(session_id: str, namespace: str, token: str) -> Bound:
+def turn_release(session_id: str, namespace: str, token: str, *, notify: bool = False) -> Bound:
     """Delete the row of ``token`` (whatever its ticket) when the session is in the
-    namespace: the turn is over, or the wait given up."""
-    return _TURN_RELEASE, _scope(session_id, namespace, token=token)
+    namespace: the turn is over, or the wait given up. ``notify`` (Postgres): the same
+    statement tells the change feed (``t <session> <namespace>``) when it deleted a row,
+    so that waiters in other processes wake at once."""
+    stmt = _TURN_RELEASE_NOTIFY if notify else _TURN_RELEASE
+    return stmt, _scope(session_id, namespace, token=token)
 
 
 _TURN_RELEASE = delete(turns).where(
     turns.c.session_id == SID,
     turns.c.token == TOKEN,
     select(sessions.c.id).where(sessions.c.id == SID, sessions.c.namespace == NS).exists(),
+)
+_TURN_RELEASE_NOTIFY = _TURN_RELEASE.returning(
+    func.pg_notify(
+        literal_column(f"'{FEED_CHANNEL}'"),
+        func.concat(literal_column("'t '"), turns.c.session_id, literal_column("' '"), NS),
+    ).label("notified")
 )
 
 

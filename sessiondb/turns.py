@@ -252,10 +252,12 @@ class Turn:
             return
         self._released = True
         core = self._core
+        notify = feed.notifies(core)
         with contextlib.suppress(SessionDBError):
-            await core.backend.execute(q.turn_release(self.session_id, core.namespace, self.token))
+            await core.backend.execute(
+                q.turn_release(self.session_id, core.namespace, self.token, notify=notify)
+            )
         core.turn_wakeups.wake(self.session_id)
-        await feed.announce_release(core, self.session_id)
 
 
 @contextlib.asynccontextmanager
@@ -283,19 +285,17 @@ async def acquire(core: Core, session_id: str, args: TurnArgs) -> Turn:
     try:
         ticket, claimed, ahead = await _enqueue(core, session_id, token, args)
         if claimed is None:
-            async with feed.turn_wakeups(core):
-                ticket, claimed = await _wait(
-                    core, session_id, token, args, deadline, ahead, ticket
-                )
+            with board.waiting(session_id):
+                async with feed.turn_wakeups(core):
+                    ticket, claimed = await _wait(
+                        core, session_id, token, args, deadline, ahead, ticket
+                    )
     except BaseException:
         with contextlib.suppress(Exception):
             # By token: the row is found whatever ticket it holds now.
-            await asyncio.shield(
-                core.backend.execute(q.turn_release(session_id, core.namespace, token))
-            )
+            release = q.turn_release(session_id, core.namespace, token, notify=feed.notifies(core))
+            await asyncio.shield(core.backend.execute(release))
         board.wake(session_id)
-        with contextlib.suppress(Exception):
-            await asyncio.shield(feed.announce_release(core, session_id))
         raise
     acquired_at, expires_at = claimed
     turn = Turn(

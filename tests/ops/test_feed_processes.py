@@ -161,3 +161,4 @@ def test_bench_feed_tiny_runs(postgres: Any) -> None:
     assert "postgres (listen): p50" in done.stdout, done.stdout
     assert "sqlite   (poll): p50" in done.stdout, done.stdout
     assert "a LISTEN open" in done.stdout, done.stdout
+    assert "take+release" in done.stdout, done.stdout
