@@ -6,7 +6,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from sqlalchemy.engine import URL, make_url
@@ -118,6 +118,13 @@ class StoreOptions(TypedDict, total=False):
     ssl: Any
     connect_args: Mapping[str, Any] | None
     max_record_bytes: int
+    feed: str
+
+
+#: How a Postgres store's change feed learns of commits: ``auto`` LISTENs and falls back
+#: to polling when notifications do not arrive (PgBouncer in transaction mode);
+#: ``listen`` and ``poll`` say which. SQLite always polls.
+FEED_MODES = ("auto", "listen", "poll")
 
 
 @dataclass(frozen=True)
@@ -129,9 +136,15 @@ class Settings:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     #: The largest record the store writes, in UTF-8 bytes of its stored JSON.
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    #: One of :data:`FEED_MODES`.
+    feed: str = "auto"
 
     def __post_init__(self) -> None:
         check_namespace(self.namespace)
+        if self.feed not in FEED_MODES:
+            raise ConfigurationError(
+                f"feed must be one of {', '.join(FEED_MODES)}, got {self.feed!r}"
+            )
         limit = self.max_record_bytes
         if (
             isinstance(limit, bool)
@@ -145,7 +158,8 @@ class Settings:
     def __repr__(self) -> str:
         return (
             f"Settings(url={masked_url(self.url)!r}, namespace={self.namespace!r}, "
-            f"connect={self.connect!r}, max_record_bytes={self.max_record_bytes!r})"
+            f"connect={self.connect!r}, max_record_bytes={self.max_record_bytes!r}, "
+            f"feed={self.feed!r})"
         )
 
     @classmethod
@@ -212,7 +226,10 @@ class Settings:
             connect_args=dict(options.get("connect_args") or {}),
         )
         max_bytes = passed.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
-        return cls.from_env(url, namespace, connect, max_bytes)
+        settings = cls.from_env(url, namespace, connect, max_bytes)
+        if "feed" in passed:
+            settings = replace(settings, feed=passed["feed"])
+        return settings
 
     @property
     def is_sqlite(self) -> bool:

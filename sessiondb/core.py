@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -86,16 +86,42 @@ class TurnWakeups:
 
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
+        self._waiting: dict[str, int] = {}  # waiters between their polls and waits
+
+    @contextlib.contextmanager
+    def waiting(self, session_id: str) -> Iterator[None]:
+        """A waiter's whole wait: a wake-up that comes while it polls is kept for its
+        next :meth:`wait`, which then returns at once."""
+        self._waiting[session_id] = self._waiting.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._waiting.pop(session_id) - 1
+            if left:
+                self._waiting[session_id] = left
+            elif (event := self._events.get(session_id)) is not None and event.is_set():
+                del self._events[session_id]
 
     async def wait(self, session_id: str, seconds: float) -> None:
         event = self._events.setdefault(session_id, asyncio.Event())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), seconds)
+        if event.is_set() and self._events.get(session_id) is event:
+            del self._events[session_id]
 
     def wake(self, session_id: str) -> None:
         event = self._events.pop(session_id, None)
+        if event is None and session_id in self._waiting:
+            event = self._events[session_id] = asyncio.Event()  # for the next wait
         if event is not None:
             event.set()
+
+
+class Stoppable(Protocol):
+    """Per-store machinery a feature module attaches to the core (the change feed of
+    :mod:`sessiondb.feed`); stopped before the backend closes."""
+
+    async def close(self) -> None: ...
 
 
 def check_expected_seq(expected_seq: object) -> None:
@@ -117,6 +143,8 @@ class Core:
         self.named = NamedSessions()
         self.compaction_breaker = CircuitBreaker()
         self.turn_wakeups = TurnWakeups()
+        # The change feed (sessiondb.feed), made by the first watch.
+        self.feed: Stoppable | None = None
         # False once a read found no turns table (code ahead of ``migrate`` in a rolling
         # upgrade), until the next migrate.
         self.turns_table = True
@@ -131,6 +159,8 @@ class Core:
 
     async def close(self) -> None:
         await self.settle_background()
+        if self.feed is not None:
+            await self.feed.close()
         await self.backend.close()
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:

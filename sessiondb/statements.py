@@ -106,6 +106,22 @@ SID = bindparam("sid", type_=Id)
 NS = bindparam("ns", type_=String(255))
 
 
+#: The Postgres channel of the change feed (:mod:`sessiondb.feed`).
+FEED_CHANNEL = "sessiondb_feed"
+
+
+def notify(payload: str) -> Bound:
+    """Postgres: ``SELECT pg_notify(FEED_CHANNEL, :payload)`` (a turn's release)."""
+    return _notify(), {"payload": payload}
+
+
+@cache
+def _notify() -> Select[Any]:
+    return select(
+        func.pg_notify(literal_column(f"'{FEED_CHANNEL}'"), bindparam("payload", type_=Text()))
+    )
+
+
 def const(value: str | int) -> ColumnElement[Any]:
     """A constant rendered into the statement text instead of bound (see the module doc).
 
@@ -498,6 +514,37 @@ _COUNT_MESSAGES = select(func.count().label("n")).where(
 )
 
 
+# -- the change feed (sessiondb.feed) ---------------------------------------------------------
+
+
+def session_heads(namespace: str, ids: list[str], flavour: str) -> Bound:
+    """``id``, ``last_seq`` of these sessions of the namespace (the feed's poll)."""
+    return _session_heads(flavour), {"ns": namespace, "ids": list_param(ids, flavour)}
+
+
+@cache
+def _session_heads(flavour: str) -> Select[Any]:
+    s = sessions.c
+    return select(s.id, s.last_seq).where(s.namespace == NS, _in_list(s.id, "ids", flavour))
+
+
+def recent_activity(namespace: str, since: datetime, limit: int) -> Bound:
+    """``id``, ``last_seq``, ``last_message_at`` of the namespace's sessions with a
+    message since ``since``, oldest first (the ``(namespace, last_message_at)`` index)."""
+    return _RECENT_ACTIVITY, {"ns": namespace, "since": since, "limit": limit}
+
+
+_RECENT_ACTIVITY = (
+    select(sessions.c.id, sessions.c.last_seq, sessions.c.last_message_at)
+    .where(
+        sessions.c.namespace == NS,
+        sessions.c.last_message_at >= bindparam("since", type_=UTCDateTime()),
+    )
+    .order_by(sessions.c.last_message_at)
+    .limit(bindparam("limit", type_=BigInteger()))
+)
+
+
 # -- sessions -------------------------------------------------------------------------------
 
 
@@ -711,7 +758,7 @@ def insert_rows(table_name: str) -> Insert:
 # ``d_cache_read``, ``d_cache_write``, ``d_cost`` and, when expected, ``expected``.
 
 
-def _bump_head(expected: bool) -> Update:
+def _bump_head(expected: bool, notify: bool = False) -> Update:
     s = sessions.c
     messages = bindparam("messages", type_=BigInteger())
     stmt = (
@@ -734,6 +781,20 @@ def _bump_head(expected: bool) -> Update:
         )
         .returning(s.last_seq)
     )
+    if notify:
+        # Postgres: the change feed's NOTIFY, sent by the append's own statement and so
+        # delivered when (and only if) it commits. Payload: ``r <head seq> <id> <namespace>``.
+        payload = func.concat(
+            literal_column("'r '"),
+            s.last_seq,
+            literal_column("' '"),
+            s.id,
+            literal_column("' '"),
+            s.namespace,
+        )
+        stmt = stmt.returning(
+            func.pg_notify(literal_column(f"'{FEED_CHANNEL}'"), payload).label("notified")
+        )
     if expected:
         stmt = stmt.where(s.last_seq == bindparam("expected", type_=BigInteger()))
     return stmt
@@ -774,7 +835,7 @@ def append_one(expected: bool) -> Insert:
     one per column of :data:`APPEND_COLUMN_NAMES`. One row binds scalars: ``unnest``
     costs ~60 µs more per statement.
     """
-    head = _bump_head(expected).cte("head")
+    head = _bump_head(expected, notify=True).cte("head")
     values = {name: bindparam(name, type_=t) for name, t in _APPEND_TYPES.items()}
     row = select(
         SID,
@@ -791,7 +852,7 @@ def append_many(expected: bool) -> Insert:
     """Postgres: the head bump and the insert of many rows as one statement, the rows
     bound as one array per column (``unnest … WITH ORDINALITY``); parameter names are the
     columns' names."""
-    head = _bump_head(expected).cte("head")
+    head = _bump_head(expected, notify=True).cte("head")
     # Typed array parameters: the driver renders their casts (``$13::VARCHAR[]``).
     arrays = [bindparam(name, type_=ARRAY(t)) for name, t in _APPEND_TYPES.items()]
     rows = (
@@ -1106,16 +1167,25 @@ def _turn_renew(flavour: str) -> Update:
     )
 
 
-def turn_release(session_id: str, namespace: str, token: str) -> Bound:
+def turn_release(session_id: str, namespace: str, token: str, *, notify: bool = False) -> Bound:
     """Delete the row of ``token`` (whatever its ticket) when the session is in the
-    namespace: the turn is over, or the wait given up."""
-    return _TURN_RELEASE, _scope(session_id, namespace, token=token)
+    namespace: the turn is over, or the wait given up. ``notify`` (Postgres): the same
+    statement tells the change feed (``t <session> <namespace>``) when it deleted a row,
+    so that waiters in other processes wake at once."""
+    stmt = _TURN_RELEASE_NOTIFY if notify else _TURN_RELEASE
+    return stmt, _scope(session_id, namespace, token=token)
 
 
 _TURN_RELEASE = delete(turns).where(
     turns.c.session_id == SID,
     turns.c.token == TOKEN,
     select(sessions.c.id).where(sessions.c.id == SID, sessions.c.namespace == NS).exists(),
+)
+_TURN_RELEASE_NOTIFY = _TURN_RELEASE.returning(
+    func.pg_notify(
+        literal_column(f"'{FEED_CHANNEL}'"),
+        func.concat(literal_column("'t '"), turns.c.session_id, literal_column("' '"), NS),
+    ).label("notified")
 )
 
 

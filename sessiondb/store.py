@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Unpack
 
 from pydantic import ValidationError
 
-from . import bulk, forks, lifecycle, overlays, retention, transfer, turns
+from . import bulk, feed, forks, lifecycle, overlays, retention, transfer, turns
 from . import context as ctx
 from . import cursor as cursors
 from . import migrate as migrations
@@ -679,6 +679,29 @@ class SessionStore:
         """
         check_session_id(session_id)
         return await overlays.clear(self._core, session_id)
+
+    # -- the change feed (sessiondb.feed does the work) -------------------------------
+
+    def watch(
+        self, session_id: str, *, from_seq: int | None = None
+    ) -> AsyncGenerator[Record, None]:
+        """The records committed to the session, from any process, as they come: an
+        async iterator, in seq order, each record once (its lineage's, tombstoned ones
+        too). Starts after ``from_seq`` (default: the head now), replaying what is stored
+        after it. Ends when the caller stops iterating; the store's one LISTEN
+        connection (Postgres) or poll (SQLite) is shared by every watch (store option
+        ``feed``: ``auto``, ``listen`` or ``poll``).
+
+        Raises (on the first iteration):
+            SessionNotFoundError: no such session in this namespace.
+            InvalidInputError: ``from_seq`` is not an int >= 0.
+        """
+        return feed.watch(self._core, session_id, from_seq)
+
+    def watch_all(self) -> AsyncGenerator[tuple[str, int], None]:
+        """``(session_id, head seq)`` each time a session of the namespace moves on,
+        from now on: an async iterator (see :mod:`sessiondb.feed`)."""
+        return feed.watch_all(self._core)
 
     # -- files (sessiondb.transfer and sessiondb.formats do the work) ---------------
 

@@ -21,10 +21,10 @@ still held. The design, and why:
   a partition) can never write between its successor's records. The renewal takes the
   row's lock, and a successor's purge of the expired row waits on it, so a fenced append
   in flight commits before the successor holds the turn, or fails.
-- **Polling, with a local wake-up.** Waiters poll with backoff (5 ms, growing to
-  250 ms at most); a release in the same store wakes its waiters at once. (Postgres
-  LISTEN/NOTIFY would wake waiters in other processes sooner, at the price of a
-  connection held per waiting store; not done.)
+- **Polling, with wake-ups.** Waiters poll with backoff (5 ms, growing to 250 ms at
+  most); a release in the same store wakes its waiters at once, and on Postgres a
+  release in any process does too, through the change feed (:mod:`sessiondb.feed`): a
+  waiting store LISTENs on one connection of its own while it waits.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from . import feed
 from . import statements as q
 from .backends import IntegrityViolation, Transaction
 from .core import Core, HasCore, core_of
@@ -251,8 +252,11 @@ class Turn:
             return
         self._released = True
         core = self._core
+        notify = feed.notifies(core)
         with contextlib.suppress(SessionDBError):
-            await core.backend.execute(q.turn_release(self.session_id, core.namespace, self.token))
+            await core.backend.execute(
+                q.turn_release(self.session_id, core.namespace, self.token, notify=notify)
+            )
         core.turn_wakeups.wake(self.session_id)
 
 
@@ -278,27 +282,19 @@ async def acquire(core: Core, session_id: str, args: TurnArgs) -> Turn:
     deadline = None if args.timeout is None else loop.time() + args.timeout
     board = core.turn_wakeups
     token = secrets.token_hex(16)
-    delay = POLL_FIRST
-    longest = min(POLL_MAX, args.lease / 3)
     try:
         ticket, claimed, ahead = await _enqueue(core, session_id, token, args)
-        while claimed is None:
-            now = loop.time()
-            if deadline is not None and now >= deadline:
-                assert args.timeout is not None
-                raise TurnTimeoutError(session_id, args.timeout, ahead.holder, ahead.since)
-            wait = delay * random.uniform(0.5, 1.0)
-            if deadline is not None:
-                wait = min(wait, deadline - now)
-            await board.wait(session_id, wait)
-            delay = min(delay * 1.5, longest)
-            ticket, claimed, ahead = await _poll(core, session_id, ticket, token, args)
+        if claimed is None:
+            with board.waiting(session_id):
+                async with feed.turn_wakeups(core):
+                    ticket, claimed = await _wait(
+                        core, session_id, token, args, deadline, ahead, ticket
+                    )
     except BaseException:
         with contextlib.suppress(Exception):
             # By token: the row is found whatever ticket it holds now.
-            await asyncio.shield(
-                core.backend.execute(q.turn_release(session_id, core.namespace, token))
-            )
+            release = q.turn_release(session_id, core.namespace, token, notify=feed.notifies(core))
+            await asyncio.shield(core.backend.execute(release))
         board.wake(session_id)
         raise
     acquired_at, expires_at = claimed
@@ -317,6 +313,34 @@ async def acquire(core: Core, session_id: str, args: TurnArgs) -> Turn:
 
 
 Claimed = tuple[datetime, datetime] | None
+
+
+async def _wait(
+    core: Core,
+    session_id: str,
+    token: str,
+    args: TurnArgs,
+    deadline: float | None,
+    ahead: Ahead,
+    ticket: int,
+) -> tuple[int, tuple[datetime, datetime]]:
+    """Poll, with backoff and wake-ups, until the turn is ours: (ticket, claimed)."""
+    loop = asyncio.get_running_loop()
+    delay = POLL_FIRST
+    longest = min(POLL_MAX, args.lease / 3)
+    claimed: Claimed = None
+    while claimed is None:
+        now = loop.time()
+        if deadline is not None and now >= deadline:
+            assert args.timeout is not None
+            raise TurnTimeoutError(session_id, args.timeout, ahead.holder, ahead.since)
+        wait = delay * random.uniform(0.5, 1.0)
+        if deadline is not None:
+            wait = min(wait, deadline - now)
+        await core.turn_wakeups.wait(session_id, wait)
+        delay = min(delay * 1.5, longest)
+        ticket, claimed, ahead = await _poll(core, session_id, ticket, token, args)
+    return ticket, claimed
 
 
 async def _enqueue(

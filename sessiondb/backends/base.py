@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection, Dialect
@@ -85,6 +85,37 @@ class Backend(Protocol):
 
     async def close(self) -> None:
         """Release every connection and thread; idempotent."""
+
+
+class Listening(Protocol):
+    """A connection of its own that LISTENs on a channel (:meth:`Listens.listen`)."""
+
+    #: Set once the connection is lost (the server closed it, the network broke).
+    lost: asyncio.Event
+
+    async def ping(self) -> None:
+        """A round trip; raises a SessionDBError when the connection no longer answers."""
+
+    async def close(self) -> None:
+        """Close the connection; idempotent."""
+
+
+@runtime_checkable
+class Listens(Protocol):
+    """A backend whose database pushes notifications (Postgres LISTEN/NOTIFY)."""
+
+    async def listen(self, channel: str, on_payload: Callable[[str], None]) -> Listening:
+        """Open a connection outside the pool that calls ``on_payload`` with each
+        notification's payload on ``channel``."""
+
+
+@runtime_checkable
+class Versioned(Protocol):
+    """A backend that can say cheaply whether anything was committed (SQLite's
+    ``PRAGMA data_version``)."""
+
+    async def data_version(self) -> int | None:
+        """A number that changes when any connection commits; None when unknown."""
 
 
 class IntegrityViolation(Exception):

@@ -463,6 +463,29 @@ class PostgresBackend:
         finally:
             await engine.dispose()
 
+    async def listen(self, channel: str, on_payload: Callable[[str], None]) -> _Listening:
+        """A connection outside the pool, LISTENing on ``channel`` (the change feed)."""
+        if self._closed:
+            raise StoreClosedError()
+        kwargs = dict(self._kwargs)
+        server_settings = dict(kwargs.get("server_settings") or {})
+        # Told apart in pg_stat_activity: ``<application_name>-feed``.
+        name = server_settings.get("application_name", "sessiondb")
+        server_settings["application_name"] = f"{name}-feed"[:63]
+        kwargs["server_settings"] = server_settings
+        try:
+            conn = await self._asyncpg.connect(**kwargs)
+        except BaseException as exc:
+            raise translate(exc, self._where, self._timeout) from exc
+        listening = _Listening(conn, self._where)
+        conn.add_termination_listener(lambda _conn: listening.lost.set())
+        try:
+            await conn.add_listener(channel, lambda _c, _pid, _ch, payload: on_payload(payload))
+        except BaseException as exc:
+            conn.terminate()
+            raise translate(exc, self._where, self._timeout) from exc
+        return listening
+
     async def close(self) -> None:
         self._closed = True
         pool, self._pool = self._pool, None
@@ -471,6 +494,35 @@ class PostgresBackend:
                 await asyncio.wait_for(pool.close(), timeout=10)
             except (TimeoutError, OSError, self._asyncpg.PostgresError):
                 pool.terminate()
+
+
+class _Listening:
+    """One LISTENing connection (:meth:`PostgresBackend.listen`)."""
+
+    def __init__(self, conn: Any, where: str) -> None:
+        self._conn = conn
+        self._where = where
+        self.lost = asyncio.Event()
+
+    async def ping(self) -> None:
+        await self._call(self._conn.fetchval("SELECT 1"))
+
+    async def _call(self, work: Awaitable[Any]) -> None:
+        try:
+            await asyncio.wait_for(work, timeout=10)
+        except BaseException as exc:
+            self.lost.set()
+            self._conn.terminate()
+            raise translate(exc, self._where) from exc
+
+    async def close(self) -> None:
+        self.lost.set()
+        if not self._conn.is_closed():
+            try:
+                await asyncio.wait_for(self._conn.close(), timeout=5)
+            except BaseException:
+                self._conn.terminate()
+                raise
 
 
 class _Transaction:

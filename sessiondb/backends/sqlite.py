@@ -183,6 +183,7 @@ class SQLiteBackend:
         self._local = threading.local()
         self._inline_reader: sqlite3.Connection | None = None
         self._short_reads: dict[str, bool] = {}
+        self._version_conn: sqlite3.Connection | None = None
         if self._memory:
             self._writer = connect(self._path, memory=True)
         else:
@@ -428,11 +429,28 @@ class SQLiteBackend:
                 translated = DatabaseError(f"{type(exc).__name__}: {exc}")
             raise translated from exc
 
+    async def data_version(self) -> int | None:
+        """``PRAGMA data_version`` on a connection kept for it (the value changes when
+        another connection commits); None for ``:memory:``, which has one connection."""
+        self._check_open()
+        if self._memory:
+            return None
+        if self._version_conn is None:
+            self._version_conn = connect(self._path)
+        try:
+            row = self._version_conn.execute("PRAGMA data_version").fetchone()
+        except Exception as exc:
+            raise translate(exc, self._path) from exc
+        return int(row[0])
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         errors: list[BaseException] = []
+        version, self._version_conn = self._version_conn, None
+        if version is not None:
+            _close(version, errors)
         async with self._turn:
             inline, self._inline = self._inline, None
             if inline is not None:
