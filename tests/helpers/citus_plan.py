@@ -75,6 +75,11 @@ def gap(reason: str, *problems: str) -> Gap:
 # Statements that stay multi-shard under the plan, on purpose.
 CROSS_SHARD: dict[str, Gap] = {
     "exclusive_lock": gap("an advisory lock, no table: taken on the coordinator", NO_NS),
+    "notify": gap(
+        "pg_notify for the change feed (a turn's release), no table: sent by the coordinator, "
+        "where the feed's LISTEN connection is",
+        NO_NS,
+    ),
     "estimated_records": gap(
         "reads pg_class for the planner's row estimate (import progress); on Citus the "
         "coordinator's shell table says 0, a harmless under-estimate",
@@ -183,6 +188,9 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "lock": (False, True),
     "with_turns": (True, False),
     "expected": (False, True),
+    "payload": ("r 1 01J00000000000000000000000 tenant",),
+    "since": (_AT,),
+    "notify": (False, True),
     "kinds": (None, ("message", "compaction")),
     "roles": (("user",), None),
     "extra_columns": ((), ("target_seq",)),
@@ -223,6 +231,7 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("expiry_candidates", "limit"): (50,),
     ("sessions_by_id", "limit"): (50,),
     ("namespace_records", "limit"): (50,),
+    ("recent_activity", "limit"): (1000,),
 }
 
 

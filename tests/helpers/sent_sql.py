@@ -7,8 +7,9 @@ from typing import Any
 
 import asyncpg
 
-# Sent outside sessiondb.statements on purpose: the idle ping and transaction control.
-NOT_CATALOGUED = {"SELECT 1", "BEGIN;", "COMMIT;", "ROLLBACK;"}
+# Sent outside sessiondb.statements on purpose: the idle ping, transaction control, and
+# the change feed's LISTEN (a connection's own command, on the coordinator under Citus).
+NOT_CATALOGUED = {"SELECT 1", "BEGIN;", "COMMIT;", "ROLLBACK;", 'LISTEN "sessiondb_feed"'}
 
 
 def recording(sent: list[str]) -> dict[str, Any]:
