@@ -208,10 +208,6 @@ class ReplicaBackend:
             marks = self.log.since(replica.seen)
             if marks is None:
                 return None
-            if marks and replica.replay_lsn is not None:
-                needed = max(lsn_value(m[1]) for m in marks)
-                if lsn_value(replica.replay_lsn) < needed and replica.probing is not None:
-                    return None  # known behind; a probe under way will tell when it is not
         try:
             rows = await replica.server.fetch_replica(bound, marks or None)
         except (DatabaseUnavailableError, BusyError):

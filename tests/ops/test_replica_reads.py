@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.replicas import ReplicaSet, replica_set
+from helpers.replicas import ReplicaSet, free_port, replica_set
 
 from sessiondb import Message, SessionStore
 from sessiondb.backends.replicas import PROBE_SECONDS, ReplicaBackend
@@ -134,6 +134,24 @@ async def test_a_standby_stopped_mid_run_sends_reads_to_the_primary(cluster: Rep
             assert time.monotonic() < deadline, "the restarted standby never served again"
             await asyncio.sleep(PROBE_SECONDS / 2)
             assert len(await store.context(info.id)) == 150
+
+
+async def test_an_unreachable_replica_is_skipped_without_an_error(cluster: ReplicaSet) -> None:
+    nowhere = f"postgresql://app:S3cr3tPw@127.0.0.1:{free_port()}/postgres"
+    async with SessionStore.open(
+        cluster.primary.url,
+        replica_urls=[nowhere, cluster.standbys[0].url],
+        connect_timeout=2,
+        **_commit("remote_apply"),
+    ) as store:
+        router = _router(store)
+        info = await store.create_session()
+        await _pairs(store, info.id, 0, 20)
+        counts = router.read_counts()
+        assert counts[router.replicas[0].where] == 0
+        assert "S3cr3tPw" not in router.replicas[0].where
+        assert counts[router.replicas[1].where] >= 18, counts
+        assert not router.replicas[0].well
 
 
 def _apply_delay(cluster: ReplicaSet, delay: str) -> None:
