@@ -110,6 +110,23 @@ async def test_asynchronous_replication_still_reads_own_writes(cluster: ReplicaS
     print(f"asynchronous replica reads: {counts}")
 
 
+async def test_concurrent_tasks_of_one_store_each_read_their_own_writes(
+    cluster: ReplicaSet,
+) -> None:
+    """Overlapping writes of one store: a read must find every write that ended before
+    it began, whichever order their commits reached the standby in."""
+    async with SessionStore.open(
+        cluster.primary.url, replica_urls=[cluster.standbys[0].url], **_commit("local")
+    ) as store:
+        ids = [(await store.create_session()).id for _ in range(8)]
+        await asyncio.gather(*(_pairs(store, sid, 0, 30) for sid in ids))
+        for sid in ids:
+            assert len(await store.records(sid)) == 30
+        counts = _router(store).read_counts()
+    assert sum(counts.values()) == 8 + 8 * 30 + 8, counts
+    print(f"concurrent replica reads: {counts}")
+
+
 async def test_a_standby_stopped_mid_run_sends_reads_to_the_primary(cluster: ReplicaSet) -> None:
     standby = cluster.standbys[0]
     async with SessionStore.open(
