@@ -51,7 +51,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy.engine import Connection
 
 from ..config import Settings, masked_url
-from ..errors import BusyError, DatabaseUnavailableError
+from ..errors import BusyError, ConfigurationError, DatabaseUnavailableError
 from ..statements import Bound
 from .base import Row, Transaction
 
@@ -210,9 +210,10 @@ class ReplicaBackend:
                 return None
         try:
             rows = await replica.server.fetch_replica(bound, marks or None)
-        except (DatabaseUnavailableError, BusyError):
-            # Down, or a query cancelled by replay (a conflict with recovery): the
-            # primary answers; the replica waits for a probe to find it well.
+        except (DatabaseUnavailableError, BusyError, ConfigurationError):
+            # Down, a query cancelled by replay (a conflict with recovery), or a schema
+            # the replica has not replayed yet: the primary answers (and raises if the
+            # fault is its too); the replica waits for a probe to find it well.
             replica.well = False
             return None
         if rows is None:
@@ -275,9 +276,14 @@ class ReplicaBackend:
             self.log.record(started, mark)
 
     async def run_sync(self, fn: Callable[[Connection], T], *, exclusive: bool = False) -> T:
-        # Migrations and table inspection: on the primary. Its writes reach replicas as
-        # any other; reads after them are not ordered by this store.
-        return await self.primary.run_sync(fn, exclusive=exclusive)
+        # Migrations and table inspection: on the primary. What they wrote carries no
+        # mark, so reads stay on the primary until a later write of this store covers it
+        # (a replica that has not replayed a migration lacks its tables).
+        started = self.log.begin()
+        try:
+            return await self.primary.run_sync(fn, exclusive=exclusive)
+        finally:
+            self.log.record(started, None)
 
     async def close(self) -> None:
         for replica in self.replicas:
