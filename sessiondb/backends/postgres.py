@@ -347,14 +347,20 @@ class PostgresBackend:
         if marks:
             n = len(args)
             # A one-time filter: evaluated once, in the snapshot the subquery reads.
+            if len(marks) == 1:  # the common case: one write to look for
+                seen = f"pg_visible_in_snapshot(${n + 2}::text::xid8, pg_current_snapshot())"
+                xids: Any = marks[0][0]
+            else:
+                seen = (
+                    "(SELECT bool_and(pg_visible_in_snapshot(x::xid8, pg_current_snapshot())) "
+                    f"FROM unnest(${n + 2}::text[]) AS x)"
+                )
+                xids = [m[0] for m in marks]
             sql = (
                 f"SELECT * FROM ({sql}) AS sessiondb_read WHERE "
-                f"pg_last_wal_replay_lsn() >= ${n + 1}::text::pg_lsn AND (SELECT "
-                f"bool_and(pg_visible_in_snapshot(x::xid8, pg_current_snapshot())) "
-                f"FROM unnest(${n + 2}::text[]) AS x)"
+                f"pg_last_wal_replay_lsn() >= ${n + 1}::text::pg_lsn AND {seen}"
             )
-            lsns = [m[1] for m in marks]
-            args = [*args, max(lsns, key=lsn_value), [m[0] for m in marks]]
+            args = [*args, max((m[1] for m in marks), key=lsn_value), xids]
 
         async def run(conn: Any) -> list[Row]:
             return list(await conn.fetch(sql, *args))

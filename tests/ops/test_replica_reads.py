@@ -127,6 +127,29 @@ async def test_concurrent_tasks_of_one_store_each_read_their_own_writes(
     print(f"concurrent replica reads: {counts}")
 
 
+async def test_a_read_after_overlapping_writes_checks_for_each(cluster: ReplicaSet) -> None:
+    async with SessionStore.open(
+        cluster.primary.url, replica_urls=[cluster.standbys[0].url], **_commit("local")
+    ) as store:
+        router = _router(store)
+        a, b = [(await store.create_session()).id for _ in range(2)]
+        cluster.wait_caught_up()
+        await store.get_session(a)  # the replica is seen to have both sessions
+        assert router.log.since(router.replicas[0].seen) == []
+        await asyncio.gather(
+            store.append(a, {"role": "user", "content": "a1"}),
+            store.append(b, {"role": "user", "content": "b1"}),
+        )
+        replica = router.replicas[0]
+        assert len(router.log.since(replica.seen) or []) == 2  # neither covers the other
+        cluster.wait_caught_up()
+        served = router.read_counts()[replica.where]
+        assert _texts(await store.context(a)) == ["a1"]
+        assert _texts(await store.context(b)) == ["b1"]
+        assert router.read_counts()[replica.where] == served + 2
+        assert router.log.since(replica.seen) == []
+
+
 async def test_a_standby_stopped_mid_run_sends_reads_to_the_primary(cluster: ReplicaSet) -> None:
     standby = cluster.standbys[0]
     async with SessionStore.open(
