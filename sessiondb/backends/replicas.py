@@ -304,8 +304,11 @@ def replica_backend(
     open_replica: Callable[[Settings], ReplicaServer],
 ) -> ReplicaBackend:
     """The router for ``settings.replica_urls``: one server per URL, opened lazily."""
-    replicas = [
-        Replica(open_replica(settings.for_replica(url)), masked_url(url))
-        for url in settings.replica_urls
-    ]
+    replicas = []
+    for i, url in enumerate(settings.replica_urls):
+        try:
+            server = open_replica(settings.for_replica(url))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"replica_urls[{i}]: {exc}") from None
+        replicas.append(Replica(server, masked_url(url)))
     return ReplicaBackend(primary, replicas, settings)

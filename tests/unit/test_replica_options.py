@@ -68,6 +68,14 @@ def test_bad_replica_options_are_named(options: dict[str, Any], match: str) -> N
         _settings(**options)
 
 
+async def test_a_replica_url_parameter_asyncpg_cannot_take_is_named() -> None:
+    with pytest.raises(ConfigurationError, match=r"replica_urls\[1\]: unsupported .* foo") as got:
+        await SessionStore.connect(
+            PRIMARY, replica_urls=["postgresql://h/d", f"postgresql://u:{SECRET}@h/d?foo=1"]
+        )
+    assert SECRET not in str(got.value)
+
+
 def test_passwords_of_replicas_are_never_shown() -> None:
     s = _settings(replica_urls=[f"postgresql://app:{SECRET}@db2/app"])
     assert SECRET not in repr(s)
