@@ -126,17 +126,21 @@ def add_standby(primary: Node, *settings: str) -> Node:
     ``pg_basebackup -R`` of the primary (streaming, with its own WAL sender)."""
     name = f"{primary.name}_s{uuid.uuid4().hex[:4]}"
     node = _create(primary.version, name, free_port(), *settings)
-    for entry in os.scandir(node.data_dir):  # keep the directory: its parent is root's
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path)
-        else:
-            os.unlink(entry.path)
-    _run(
-        "runuser", "-u", "postgres", "--",
-        "pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
-        "-D", node.data_dir, "-R", "-X", "stream", "-c", "fast",
-    )  # fmt: skip
-    node.ctl("start")
+    try:
+        for entry in os.scandir(node.data_dir):  # keep the directory: its parent is root's
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        _run(
+            "runuser", "-u", "postgres", "--",
+            "pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
+            "-D", node.data_dir, "-R", "-X", "stream", "-c", "fast",
+        )  # fmt: skip
+        node.ctl("start")
+    except BaseException:
+        _drop(node)  # not yet the caller's to drop
+        raise
     return node
 
 
