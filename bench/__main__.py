@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, contention, figures, turns
+from . import agents, contention, figures, replicas, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, table
 from .sizes import for_mode
@@ -35,6 +35,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     9: ("export it again", figures.export_files, BOTH),
     10: ("OpenAI Agents SDK sessions", agents.agents_sessions, ("postgres",)),
     11: ("turn lease overhead", turns.turn_overhead, BOTH),
+    12: ("read replicas", replicas.replica_reads, ("postgres",)),
 }
 
 FLOORS = """\
@@ -62,7 +63,10 @@ floors (the bare driver on the same tables, same run):
      openai-agents[sqlalchemy]; skipped without them)
  11 sessiondb's own store.append of one message (the issue asks for the lease's
      overhead against one append): taking and releasing an uncontended turn, and one
-     fenced turn.append inside a held turn"""
+     fenced turn.append inside a held turn
+ 12 sessiondb itself on the primary alone: context() of a store without replicas, and
+     today's append (the replica's own primary and standby are built for the figure with
+     pg_createcluster and pg_basebackup; skipped, and said so, without them or root)"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -87,7 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         nargs="+",
         choices=sorted(FIGURES),
-        help="run only these figures (1-10)",
+        help="run only these figures (1-12)",
     )
     parser.add_argument(
         "--backend",

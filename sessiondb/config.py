@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
@@ -29,6 +29,14 @@ DEFAULT_POOL_MAX_SIZE = 10
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
 # Both databases refuse a value of 1 GB or more.
 MAX_RECORD_BYTES_CEILING = 1_000_000_000
+
+# Read replicas: a replica whose replay lags the primary by more than this many seconds
+# is skipped until it catches up.
+DEFAULT_MAX_REPLICA_LAG = 10.0
+# How reads through replicas see the store's own writes: "session" (a read after a write
+# of this store object sees that write) or "eventual" (whatever the replica has).
+READ_CONSISTENCIES = ("session", "eventual")
+MAX_REPLICAS = 64
 
 # Options whose values are never shown (in a repr, an error or the CLI): a key of
 # ``connect_args`` or ``server_settings``, or a URL query parameter, is secret when its
@@ -109,7 +117,8 @@ class ConnectOptions:
 
 class StoreOptions(TypedDict, total=False):
     """The keyword options of :meth:`SessionStore.open` and :meth:`SessionStore.connect`:
-    those of :class:`ConnectOptions`, and ``max_record_bytes`` (:class:`Settings`)."""
+    those of :class:`ConnectOptions`, and ``max_record_bytes``, ``replica_urls``,
+    ``max_replica_lag`` and ``read_consistency`` (:class:`Settings`)."""
 
     connect_timeout: float
     pool_min_size: int
@@ -118,6 +127,9 @@ class StoreOptions(TypedDict, total=False):
     ssl: Any
     connect_args: Mapping[str, Any] | None
     max_record_bytes: int
+    replica_urls: Sequence[str] | None
+    max_replica_lag: float
+    read_consistency: str
     feed: str
 
 
@@ -136,11 +148,18 @@ class Settings:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     #: The largest record the store writes, in UTF-8 bytes of its stored JSON.
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    #: Hot standbys of the Postgres primary that reads go to (Postgres only).
+    replica_urls: tuple[URL, ...] = ()
+    #: Seconds of replay lag past which a replica is skipped.
+    max_replica_lag: float = DEFAULT_MAX_REPLICA_LAG
+    #: "session": a read sees this store's own earlier writes; "eventual": it may not.
+    read_consistency: str = "session"
     #: One of :data:`FEED_MODES`.
     feed: str = "auto"
 
     def __post_init__(self) -> None:
         check_namespace(self.namespace)
+        check_replica_options(self)
         if self.feed not in FEED_MODES:
             raise ConfigurationError(
                 f"feed must be one of {', '.join(FEED_MODES)}, got {self.feed!r}"
@@ -159,8 +178,14 @@ class Settings:
         return (
             f"Settings(url={masked_url(self.url)!r}, namespace={self.namespace!r}, "
             f"connect={self.connect!r}, max_record_bytes={self.max_record_bytes!r}, "
-            f"feed={self.feed!r})"
+            f"replica_urls={[masked_url(u) for u in self.replica_urls]!r}, "
+            f"max_replica_lag={self.max_replica_lag!r}, "
+            f"read_consistency={self.read_consistency!r}, feed={self.feed!r})"
         )
+
+    def for_replica(self, url: URL) -> Settings:
+        """The settings of one replica's connections: its URL, the same options."""
+        return replace(self, url=url, replica_urls=())
 
     @classmethod
     def from_env(
@@ -227,9 +252,14 @@ class Settings:
         )
         max_bytes = passed.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
         settings = cls.from_env(url, namespace, connect, max_bytes)
-        if "feed" in passed:
-            settings = replace(settings, feed=passed["feed"])
-        return settings
+        replicas = parse_replica_urls(options.get("replica_urls"))
+        return replace(
+            settings,
+            replica_urls=replicas,
+            max_replica_lag=passed.get("max_replica_lag", DEFAULT_MAX_REPLICA_LAG),
+            read_consistency=passed.get("read_consistency", "session"),
+            feed=passed.get("feed", "auto"),
+        )
 
     @property
     def is_sqlite(self) -> bool:
@@ -238,6 +268,61 @@ class Settings:
     @property
     def is_memory(self) -> bool:
         return self.is_sqlite and self.url.database in (None, "", ":memory:")
+
+
+def parse_replica_urls(raw: object) -> tuple[URL, ...]:
+    """The ``replica_urls`` option as Postgres URLs; errors show no password."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str | bytes) or not isinstance(raw, Sequence):
+        raise ConfigurationError(
+            f"replica_urls must be a list of postgresql:// URLs, got {type(raw).__name__}"
+        )
+    if len(raw) > MAX_REPLICAS:
+        raise ConfigurationError(f"replica_urls takes at most {MAX_REPLICAS} URLs, got {len(raw)}")
+    urls = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, str | URL):
+            raise ConfigurationError(
+                f"replica_urls[{i}] must be a URL string, got {type(item).__name__}"
+            )
+        if isinstance(item, str) and "://" not in item:
+            raise ConfigurationError(
+                f"replica_urls[{i}] {masked_url(item)!r} is not a postgresql:// URL"
+            )
+        try:
+            url = normalize_url(item)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"replica_urls[{i}]: {exc}") from None
+        if url.get_backend_name() != "postgresql":
+            raise ConfigurationError(
+                f"replica_urls[{i}] {masked_url(url)!r} is not a postgresql:// URL"
+            )
+        urls.append(url)
+    return tuple(urls)
+
+
+def check_replica_options(settings: Settings) -> None:
+    """Refuse replica options that cannot work, naming the option."""
+    lag = settings.max_replica_lag
+    if (
+        isinstance(lag, bool)
+        or not isinstance(lag, int | float)
+        or not math.isfinite(lag)
+        or lag <= 0
+    ):
+        raise ConfigurationError(
+            f"max_replica_lag must be a positive number of seconds, got {lag!r}"
+        )
+    if settings.read_consistency not in READ_CONSISTENCIES:
+        raise ConfigurationError(
+            f"read_consistency must be one of {', '.join(READ_CONSISTENCIES)}, "
+            f"got {_shown_value(settings.read_consistency)}"
+        )
+    if settings.replica_urls and settings.is_sqlite:
+        raise ConfigurationError(
+            "replica_urls needs a postgresql:// primary; SQLite has no replicas"
+        )
 
 
 def check_namespace(namespace: object) -> str:

@@ -140,6 +140,9 @@ class Core:
         self.max_record_bytes = settings.max_record_bytes
         self.backend = backend if backend is not None else open_backend(settings)
         self.flavour = self.backend.flavour
+        # Where reads that must see other writers' latest rows go (a read after a
+        # conflict): the primary when reads go to replicas, else the backend itself.
+        self.primary: Backend = getattr(self.backend, "primary", self.backend)
         self.named = NamedSessions()
         self.compaction_breaker = CircuitBreaker()
         self.turn_wakeups = TurnWakeups()
@@ -335,7 +338,7 @@ class Core:
     ) -> Exception:
         """After an append found no head: whether the session is missing or moved on."""
         bound = q.get_session(session_id, self.namespace)
-        rows = await (tx.fetch(bound) if tx is not None else self.backend.fetch(bound))
+        rows = await (tx.fetch(bound) if tx is not None else self.primary.fetch(bound))
         if not rows:
             return SessionNotFoundError(session_id, self.namespace)
         assert expected_seq is not None

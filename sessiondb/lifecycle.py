@@ -53,7 +53,8 @@ async def by_key(core: Core, key: str, new_row: Callable[[], dict[str, Any]] | N
             rows = []
         if rows:
             return session_info(rows[0])
-        found = await core.backend.fetch(q.session_by_key(key, core.namespace))
+        # The key's row was written by another writer: the primary has it.
+        found = await core.primary.fetch(q.session_by_key(key, core.namespace))
         if found:
             return session_info(found[0])
         # The session that held the key was deleted between the two statements.

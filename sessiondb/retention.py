@@ -162,7 +162,7 @@ async def expire(
 ) -> RetentionReport:
     """See :meth:`SessionStore.expire`."""
     report = RetentionReport(namespace=namespace, cutoff=cutoff, dry_run=dry_run)
-    backend, flavour = core.backend, core.flavour
+    backend, flavour = core.primary, core.flavour  # what is there now, not a replica's view
     done: set[str] = set()  # deleted, or would be: not planned twice
     after: tuple[datetime, str] | None = None
     while True:

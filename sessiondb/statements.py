@@ -826,14 +826,15 @@ _APPEND_TYPES: dict[str, Any] = {
 
 
 @cache
-def append_one(expected: bool) -> Insert:
+def append_one(expected: bool, tracked: bool = False) -> Insert:
     """Postgres: the head bump and the insert of one row as one statement.
 
     ``WITH head AS (UPDATE … RETURNING last_seq) INSERT … SELECT … FROM head``: one round
     trip in autocommit against four through a transaction (BEGIN, UPDATE, INSERT,
     COMMIT); a statement is atomic, so seqs stay gapless. Parameters: the append's, plus
     one per column of :data:`APPEND_COLUMN_NAMES`. One row binds scalars: ``unnest``
-    costs ~60 µs more per statement.
+    costs ~60 µs more per statement. ``tracked``: each row also returns the write's
+    :data:`WRITE_MARK` (a store with read replicas).
     """
     head = _bump_head(expected, notify=True).cte("head")
     values = {name: bindparam(name, type_=t) for name, t in _APPEND_TYPES.items()}
@@ -844,11 +845,11 @@ def append_one(expected: bool) -> Insert:
         bindparam("at", type_=UTCDateTime()),
         *[values[n] for n in APPEND_COLUMN_NAMES[2:]],
     )
-    return _insert_from(row, head)
+    return _insert_from(row, head, tracked)
 
 
 @cache
-def append_many(expected: bool) -> Insert:
+def append_many(expected: bool, tracked: bool = False) -> Insert:
     """Postgres: the head bump and the insert of many rows as one statement, the rows
     bound as one array per column (``unnest … WITH ORDINALITY``); parameter names are the
     columns' names."""
@@ -869,15 +870,30 @@ def append_many(expected: bool) -> Insert:
         bindparam("at", type_=UTCDateTime()),
         *[c[n] for n in APPEND_COLUMN_NAMES[2:]],
     ).select_from(head, rows)
-    return _insert_from(row, head)
+    return _insert_from(row, head, tracked)
 
 
-def _insert_from(row: Select[Any], head: CTE) -> Insert:
+# Postgres: what a write returns so that a store can tell whether a replica has it: the
+# transaction id (``xid8``, as text) and the WAL insert position (``pg_lsn``, as text).
+WRITE_MARK_SQL = "pg_current_xact_id()::text, pg_current_wal_insert_lsn()::text"
+
+
+def _write_mark() -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    return (
+        cast(func.pg_current_xact_id(), Text()).label("mark_xid"),
+        cast(func.pg_current_wal_insert_lsn(), Text()).label("mark_lsn"),
+    )
+
+
+def _insert_from(row: Select[Any], head: CTE, tracked: bool = False) -> Insert:
     order = ("session_id", "seq", "kind", "role", "created_at", *APPEND_COLUMN_NAMES[2:])
     assert order == RECORD_COLUMN_NAMES, "append columns out of step with the table"
     # The data-modifying CTE must sit at the top of the statement (add_cte), not inside
     # the SELECT, where Postgres refuses it.
-    return insert(records).from_select(list(order), row).add_cte(head).returning(records.c.seq)
+    stmt = insert(records).from_select(list(order), row).add_cte(head)
+    if tracked:
+        return stmt.returning(records.c.seq, *_write_mark())
+    return stmt.returning(records.c.seq)
 
 
 # -- export: every session of a namespace, in keyset batches ------------------------------

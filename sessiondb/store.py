@@ -115,6 +115,17 @@ class SessionStore:
             max_record_bytes: the largest record the store writes, in UTF-8 bytes of
                 its stored JSON (default 64 MiB); a bigger one is refused with an
                 :class:`InvalidInputError` and nothing is written.
+            replica_urls: ``postgresql://`` URLs of hot standbys of ``url``: reads outside
+                a transaction (``context``, ``records``, ``get_session``,
+                ``list_sessions``, …) go to them, in turn; a read after this store's own
+                write goes to a replica only if the replica has that write (see
+                :mod:`sessiondb.backends.replicas`). Writes, turns and transactions stay
+                on the primary. Postgres only.
+            max_replica_lag: seconds of replay lag past which a replica is skipped
+                (default 10).
+            read_consistency: ``"session"`` (default: reads see this store object's own
+                earlier writes; other processes' writes are ordered by the database, not
+                by the store) or ``"eventual"`` (a replica answers unchecked).
 
         Raises:
             ConfigurationError: the URL, namespace or options are unusable.

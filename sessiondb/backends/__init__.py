@@ -22,4 +22,8 @@ def open_backend(settings: Settings) -> Backend:
         return SQLiteBackend(settings)
     from .postgres import PostgresBackend
 
+    if settings.replica_urls:
+        from .replicas import replica_backend
+
+        return replica_backend(settings, PostgresBackend(settings), PostgresBackend)
     return PostgresBackend(settings)

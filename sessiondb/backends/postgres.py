@@ -39,6 +39,7 @@ from ..errors import (
 )
 from ..hosts import DEFAULT_PORT, Host, describe, target_session_attrs, url_hosts
 from .base import Compiler, IntegrityViolation, Row, retrying
+from .replicas import Mark, lsn_value
 
 T = TypeVar("T")
 
@@ -285,6 +286,9 @@ class PostgresBackend:
         self._last_used: dict[Any, float] = {}  # server pid -> when a statement last ran
         self._lock = asyncio.Lock()
         self._closed = False
+        # With read replicas, every write also returns its mark (transaction id and WAL
+        # position): see sessiondb.backends.replicas.
+        self._track = bool(settings.replica_urls)
 
     async def _get_pool(self) -> Any:
         if self._closed:
@@ -326,10 +330,80 @@ class PostgresBackend:
         return await retrying(lambda: self._once(run, write=True))
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        return (await self.append_marked(head, rows))[0]
+
+    async def append_marked(
+        self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]
+    ) -> tuple[int | None, Mark | None]:
+        """:meth:`append`, and the write's mark when the store tracks them (replicas)."""
         compile = self._compile
+        track = self._track
         return await retrying(
-            lambda: self._once(lambda conn: _append(conn, compile, head, rows), write=True)
+            lambda: self._once(lambda conn: _append(conn, compile, head, rows, track), write=True)
         )
+
+    async def execute_marked(self, bound: q.Bound) -> tuple[list[Row], Mark | None]:
+        """:meth:`execute`, and the write's mark (its transaction id and WAL position)
+        read inside its transaction: two more round trips, for stores with replicas."""
+        stmt, params = bound
+        raw = self._compile(stmt)
+        args = raw.args(params)
+
+        async def run(conn: Any) -> tuple[list[Row], Mark | None]:
+            async with conn.transaction():
+                rows = list(await conn.fetch(raw.sql, *args))
+                return rows, await _mark(conn)
+
+        return await retrying(lambda: self._once(run, write=True))
+
+    async def fetch_replica(self, bound: q.Bound, marks: Sequence[Mark] | None) -> list[Row] | None:
+        """One attempt at a read on this server (a replica), no retry: the caller reads
+        from the primary instead. With ``marks``, the read returns rows only if its own
+        snapshot sees every one of those writes (and the server has replayed their WAL);
+        ``None`` when it returned none (not seen, or nothing matched: the caller cannot
+        tell, and reads the primary)."""
+        stmt, params = bound
+        raw = self._compile(stmt)
+        args = raw.args(params)
+        sql = raw.sql
+        if marks:
+            n = len(args)
+            # A one-time filter: evaluated once, in the snapshot the subquery reads. The
+            # write must be below the snapshot's xmin, not merely "visible in" it: a
+            # standby's snapshot keeps its running xids out of xip (in subxip, which
+            # pg_current_snapshot() leaves out), so pg_visible_in_snapshot() said yes to a
+            # write still running there whenever a later one had completed (8 tasks of one
+            # store: a read missed its own write in 4 runs of 4; 0 of 8 with xmin).
+            if len(marks) == 1:  # the common case: one write to look for
+                seen = f"${n + 2}::text::xid8 < pg_snapshot_xmin(pg_current_snapshot())"
+                xids: Any = marks[0][0]
+            else:
+                seen = (
+                    "(SELECT bool_and(x::xid8 < pg_snapshot_xmin(pg_current_snapshot())) "
+                    f"FROM unnest(${n + 2}::text[]) AS x)"
+                )
+                xids = [m[0] for m in marks]
+            sql = (
+                f"SELECT * FROM ({sql}) AS sessiondb_read WHERE "
+                f"pg_last_wal_replay_lsn() >= ${n + 1}::text::pg_lsn AND {seen}"
+            )
+            args = [*args, max((m[1] for m in marks), key=lsn_value), xids]
+
+        async def run(conn: Any) -> list[Row]:
+            return list(await conn.fetch(sql, *args))
+
+        rows = await self._once(run, write=False)
+        return None if marks and not rows else rows
+
+    async def probe(self) -> tuple[bool, str | None, float]:
+        """Whether the server is a standby in recovery, its replay position, and its
+        replay lag in seconds (0 when it has replayed all it received while streaming)."""
+
+        async def run(conn: Any) -> tuple[bool, str | None, float]:
+            row = await conn.fetchrow(_PROBE_SQL, timeout=self._timeout)
+            return bool(row[0]), row[1], float(row[2] or 0.0)
+
+        return await self._once(run, write=False)
 
     async def _once(self, run: Callable[[Any], Awaitable[T]], *, write: bool) -> T:
         """One attempt of one statement on a pooled connection.
@@ -418,7 +492,10 @@ class PostgresBackend:
             async with pool.acquire() as conn:
                 try:
                     async with conn.transaction():
-                        yield _Transaction(conn, self._compile)
+                        tx = _Transaction(conn, self._compile)
+                        yield tx
+                        if self._track:
+                            tx.mark = await _mark(conn)
                         committing = True
                 except Exception as exc:
                     await self._drop_pool_if_lost(pool, exc)
@@ -496,6 +573,22 @@ class PostgresBackend:
                 pool.terminate()
 
 
+_PROBE_SQL = (
+    "SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text, "
+    "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() "
+    "AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') THEN 0 "
+    "ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 END"
+)
+
+
+async def _mark(conn: Any) -> Mark | None:
+    """The open transaction's mark; ``None`` when it wrote nothing (no transaction id)."""
+    row = await conn.fetchrow(
+        "SELECT pg_current_xact_id_if_assigned()::text, pg_current_wal_insert_lsn()::text"
+    )
+    return None if row[0] is None else (row[0], row[1])
+
+
 class _Listening:
     """One LISTENing connection (:meth:`PostgresBackend.listen`)."""
 
@@ -529,6 +622,7 @@ class _Transaction:
     def __init__(self, conn: Any, compile: Compiler) -> None:
         self._conn = conn
         self._compile = compile
+        self.mark: Mark | None = None
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
         stmt, params = bound
@@ -536,7 +630,7 @@ class _Transaction:
         return list(await self._conn.fetch(raw.sql, *raw.args(params)))
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
-        return await _append(self._conn, self._compile, head, rows)
+        return (await _append(self._conn, self._compile, head, rows, False))[0]
 
     async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
         if rows:
@@ -546,18 +640,28 @@ class _Transaction:
 
 
 async def _append(
-    conn: Any, compile: Compiler, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]
-) -> int | None:
-    """The append as one statement (:func:`statements.append_one` / ``append_many``)."""
+    conn: Any,
+    compile: Compiler,
+    head: Mapping[str, Any],
+    rows: Sequence[tuple[Any, ...]],
+    tracked: bool,
+) -> tuple[int | None, Mark | None]:
+    """The append as one statement (:func:`statements.append_one` / ``append_many``);
+    ``tracked``: the statement also returns the write's mark."""
     expected = head.get("expected") is not None
     params = dict(head)
     if len(rows) == 1:
-        raw = compile(q.append_one(expected))
+        raw = compile(q.append_one(expected, tracked))
         params.update(zip(q.APPEND_COLUMN_NAMES, rows[0], strict=True))
-        seq = await conn.fetchval(raw.sql, *raw.args(params))
-        return None if seq is None else int(seq)
-    raw = compile(q.append_many(expected))
+        if not tracked:
+            seq = await conn.fetchval(raw.sql, *raw.args(params))
+            return (None if seq is None else int(seq)), None
+        row = await conn.fetchrow(raw.sql, *raw.args(params))
+        return (None, None) if row is None else (int(row[0]), (row[1], row[2]))
+    raw = compile(q.append_many(expected, tracked))
     for i, name in enumerate(q.APPEND_COLUMN_NAMES):
         params[name] = [r[i] for r in rows]
     inserted = await conn.fetch(raw.sql, *raw.args(params))
-    return min(r[0] for r in inserted) if inserted else None
+    if not inserted:
+        return None, None
+    return min(r[0] for r in inserted), ((inserted[0][1], inserted[0][2]) if tracked else None)

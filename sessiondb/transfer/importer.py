@@ -358,7 +358,7 @@ class _Importer:
         if not wanted:
             return
         self.absent.update(wanted)
-        rows = await self.core.backend.fetch(q.existing_sessions(wanted, self.core.flavour))
+        rows = await self.core.primary.fetch(q.existing_sessions(wanted, self.core.flavour))
         for row in rows:
             self.stored[row["id"]] = (row["namespace"], int(row["last_seq"]))
 
