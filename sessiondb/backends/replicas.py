@@ -45,7 +45,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -240,28 +240,24 @@ class ReplicaBackend:
     # -- writes -----------------------------------------------------------------------
 
     async def execute(self, bound: Bound) -> list[Row]:
-        started = self.log.begin()
-        try:
-            rows, mark = await self.primary.execute_marked(bound)
-        except DatabaseUnavailableError as exc:
-            if exc.outcome_unknown:
-                self.log.record(started, None)
-            raise
-        if mark is not None:
-            self.log.record(started, mark)
-        return rows
+        return await self._logged(lambda: self.primary.execute_marked(bound))
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
+        return await self._logged(lambda: self.primary.append_marked(head, rows))
+
+    async def _logged(self, write: Callable[[], Awaitable[tuple[T, Mark | None]]]) -> T:
+        """Run ``write`` on the primary and log its mark (or, when its outcome is
+        unknown, that a replica cannot be trusted until a later write covers it)."""
         started = self.log.begin()
         try:
-            first, mark = await self.primary.append_marked(head, rows)
+            result, mark = await write()
         except DatabaseUnavailableError as exc:
             if exc.outcome_unknown:
                 self.log.record(started, None)
             raise
         if mark is not None:
             self.log.record(started, mark)
-        return first
+        return result
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
