@@ -39,8 +39,8 @@ import functools
 import inspect
 import re
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -74,10 +74,11 @@ class Api:
     providers last seen (made again when an application sets new providers)."""
 
     def __init__(self) -> None:
-        from opentelemetry import metrics, trace
+        from opentelemetry import context, metrics, trace
 
         self.trace = trace
         self.metrics = metrics
+        self.context = context
         self.span_kind = trace.SpanKind.CLIENT
         self.error = trace.Status(trace.StatusCode.ERROR)
         self._tracer_provider: Any = None
@@ -253,6 +254,8 @@ class Call:
         self.store = store
         self.stats = CallStats()
         self.records: int | None = None
+        self._stats_token: Any = None
+        self._context_token: Any = None
         self.started = time.perf_counter()
         attributes: dict[str, Any] = {**store.attributes, "db.operation.name": operation}
         if isinstance(session_id, str) and _ID.fullmatch(session_id):
@@ -265,18 +268,27 @@ class Call:
             else None
         )
 
-    @contextmanager
-    def current(self) -> Iterator[None]:
-        """The call's span as the current one, and its stats collecting, for a block."""
-        context = self.api.trace.set_span_in_context(self.span) if self.span else None
-        token = self.api.trace.context_api.attach(context) if context is not None else None
-        stats = CALL_STATS.set(self.stats)
+    def __enter__(self) -> None:
+        """The call's span becomes the current one, and its stats collect, until
+        ``__exit__`` (entered once at a time: a generator's steps, a block's two ends)."""
+        span = self.span
+        self._stats_token = CALL_STATS.set(self.stats)
+        self._context_token = (
+            self.api.context.attach(self.api.trace.set_span_in_context(span))
+            if span is not None
+            else None
+        )
+
+    def __exit__(self, *_exc: object) -> None:
+        context_token = self._context_token
         try:
-            yield
-        finally:
-            CALL_STATS.reset(stats)
-            if token is not None:
-                self.api.trace.context_api.detach(token)
+            CALL_STATS.reset(self._stats_token)
+        except ValueError:
+            # Left in another context than it was entered in (a turn entered and exited
+            # by two tasks): that context's values are not this call's to restore.
+            return
+        if context_token is not None:
+            self.api.context.detach(context_token)
 
     def result(self, value: object) -> None:
         """Note what the call returned: records and a created session's id."""
@@ -363,7 +375,7 @@ def _wrap_coroutine(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             return await fn(self, *args, **kwargs)
         traced = Call(api, store, name, find(args, kwargs))
         try:
-            with traced.current():
+            with traced:
                 value = await fn(self, *args, **kwargs)
         except BaseException as exc:
             traced.end(exc)
@@ -380,7 +392,7 @@ async def _traced_generator(traced: Call, inner: AsyncGenerator[Any, None]) -> A
     count = 0
     try:
         while True:
-            with traced.current():
+            with traced:
                 try:
                     item = await inner.__anext__()
                 except StopAsyncIteration:
@@ -403,15 +415,13 @@ class _TracedContext:
     def __init__(self, traced: Call, inner: AbstractAsyncContextManager[Any]) -> None:
         self._traced = traced
         self._inner = inner
-        self._current: Any = None
 
     async def __aenter__(self) -> Any:
-        self._current = self._traced.current()
-        self._current.__enter__()
+        self._traced.__enter__()
         try:
             return await self._inner.__aenter__()
         except BaseException as exc:
-            self._current.__exit__(None, None, None)
+            self._traced.__exit__()
             self._traced.end(exc)
             raise
 
@@ -424,10 +434,10 @@ class _TracedContext:
         try:
             suppressed = await self._inner.__aexit__(kind, exc, tb)
         except BaseException as error:
-            self._current.__exit__(None, None, None)
+            self._traced.__exit__()
             self._traced.end(error)
             raise
-        self._current.__exit__(None, None, None)
+        self._traced.__exit__()
         self._traced.end(None if suppressed else exc)
         return suppressed
 
@@ -445,7 +455,7 @@ def _wrap_plain(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(self, *args, **kwargs)
         traced = Call(api, store, name, find(args, kwargs))
         try:
-            with traced.current():
+            with traced:
                 value = fn(self, *args, **kwargs)
         except BaseException as exc:
             traced.end(exc)
@@ -465,7 +475,7 @@ def _wrap_plain(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 async def _traced_awaitable(traced: Call, awaitable: Any) -> Any:
     try:
-        with traced.current():
+        with traced:
             value = await awaitable
     except BaseException as exc:
         traced.end(exc)

@@ -5,14 +5,15 @@ outcome is unknown, and the pool's connections."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import sql
-from helpers.otel import Listener, listener
+from helpers.otel import Listener, listening
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from sqlalchemy.engine import make_url
@@ -30,8 +31,8 @@ MISSING = "01J9Z3K7Q8R2V5X4W6Y0A1B2C3"
 
 
 @pytest.fixture
-def otel() -> Listener:
-    return listener()
+def otel() -> Iterator[Listener]:
+    yield from listening()
 
 
 def _expected_db(store: SessionStore, backend: str) -> dict[str, Any]:
@@ -203,6 +204,23 @@ async def test_a_watch_spans_its_iteration_and_counts_what_it_yielded(
     assert span.attributes is not None
     assert span.attributes["sessiondb.records"] == 3
     assert span.status.status_code is StatusCode.UNSET  # closing a watch is no error
+
+
+async def test_a_turn_entered_and_left_by_two_tasks_still_ends_its_span(
+    store: SessionStore, backend: str, otel: Listener
+) -> None:
+    sid = (await store.create_session()).id
+    otel.clear()
+    held = store.turn(sid)
+    await asyncio.create_task(held.__aenter__())
+    await asyncio.create_task(held.__aexit__(None, None, None))
+    turn = otel.one("sessiondb.turn")
+    assert turn.status.status_code is StatusCode.UNSET
+    await store.append(sid, {"role": "user", "content": "after"})
+    append = otel.one("sessiondb.append")
+    assert append.parent is None  # this task's context was never the turn's
+    async with store.turn(sid, timeout=0):  # the turn was released
+        pass
 
 
 class _BusyOnce:

@@ -1,6 +1,11 @@
 """The OpenTelemetry SDK as the tests' listener: one in-memory span exporter and one
 in-memory metric reader, set as the process's global providers the first time a test
-asks (the API refuses to replace a global provider, so there is one of each per run)."""
+asks (the API refuses to replace a global provider, so there is one of each per run).
+
+From then on every store of the run is traced (the rest of the suite runs with telemetry
+on, which is coverage too); spans are kept only while a test holds the ``otel`` fixture,
+so that the exporter does not grow over the run (the ``otel`` fixtures, via
+:func:`listening`)."""
 
 from __future__ import annotations
 
@@ -57,21 +62,51 @@ def _points(reader: InMemoryMetricReader) -> Iterator[tuple[str, Any]]:
                     yield metric.name, point
 
 
+class _WhileListening(SimpleSpanProcessor):
+    """Exports ended spans only while a test listens."""
+
+    listening = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.listening:
+            super().on_end(span)
+
+
 _listener: Listener | None = None
+_processor: _WhileListening | None = None
 
 
 def listener() -> Listener:
     """The run's listener, set up on first use."""
-    global _listener
+    global _listener, _processor
     if _listener is None:
         spans = InMemorySpanExporter()
         tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+        _processor = _WhileListening(spans)
+        tracer_provider.add_span_processor(_processor)
         reader = InMemoryMetricReader()
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
         assert trace.get_tracer_provider() is tracer_provider, "another tracer provider is set"
         _listener = Listener(spans, reader)
+    assert _processor is not None
+    _processor.listening = True
     telemetry.refresh_providers()
     _listener.clear()
     return _listener
+
+
+def stop_listening() -> None:
+    if _processor is not None:
+        _processor.listening = False
+    if _listener is not None:
+        _listener.clear()
+
+
+def listening() -> Iterator[Listener]:
+    """The body of a test's ``otel`` fixture: the run's listener, keeping spans for this
+    test only."""
+    try:
+        yield listener()
+    finally:
+        stop_listening()
