@@ -208,8 +208,19 @@ class StoreTelemetry:
         self.metric_attributes = {
             k: v for k, v in self.attributes.items() if k != "sessiondb.namespace"
         }
+        self._by_operation: dict[str, dict[str, Any]] = {}
         if self.api is not None and isinstance(backend, CountsConnections):
             self.api.stores.add(self)
+
+    def operation_attributes(self, operation: str) -> dict[str, Any]:
+        """The metrics' attributes of a call of ``operation`` (made once per operation)."""
+        found = self._by_operation.get(operation)
+        if found is None:
+            found = self._by_operation[operation] = {
+                **self.metric_attributes,
+                "db.operation.name": operation,
+            }
+        return found
 
     def connection_counts(self) -> list[tuple[str, int, int]]:
         if isinstance(self.backend, CountsConnections):
@@ -308,24 +319,26 @@ class Call:
         failed = error is not None and not isinstance(error, _ENDS_CLEANLY)
         span = self.span
         if span is not None:
-            span.set_attribute("sessiondb.retries", self.stats.retries)
-            span.set_attribute("sessiondb.replica", self.stats.replica_reads > 0)
+            ended: dict[str, Any] = {
+                "sessiondb.retries": self.stats.retries,
+                "sessiondb.replica": self.stats.replica_reads > 0,
+            }
             if self.records is not None:
-                span.set_attribute("sessiondb.records", self.records)
+                ended["sessiondb.records"] = self.records
             if failed:
                 assert error is not None
-                span.set_attribute("error.type", type(error).__name__)
+                ended["error.type"] = type(error).__name__
+            span.set_attributes(ended)  # one call: the SDK checks each call's attributes
+            if failed:
+                assert error is not None
                 span.record_exception(error)
                 span.set_status(self.api.error)
             span.end()
         instruments = self.api.instruments
         if instruments is not None:
-            attributes: dict[str, Any] = {
-                **self.store.metric_attributes,
-                "db.operation.name": self.operation,
-            }
+            attributes = self.store.operation_attributes(self.operation)
             if failed:
-                attributes["error.type"] = type(error).__name__
+                attributes = {**attributes, "error.type": type(error).__name__}
             instruments.duration.record(elapsed, attributes)
             if self.stats.retries:
                 instruments.retries.add(self.stats.retries, attributes)
