@@ -387,11 +387,10 @@ def _wrap_coroutine(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        store = _telemetry_of(self)
-        api = store.active()
-        if api is None:
+        api = _api  # the providers are global: so is whether anyone listens
+        if api is None or not api.listening():
             return await fn(self, *args, **kwargs)
-        traced = Call(api, store, name, find(args, kwargs))
+        traced = Call(api, _telemetry_of(self), name, find(args, kwargs))
         try:
             with traced:
                 value = await fn(self, *args, **kwargs)
@@ -467,11 +466,10 @@ def _wrap_plain(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        store = _telemetry_of(self)
-        api = store.active()
-        if api is None:
+        api = _api  # the providers are global: so is whether anyone listens
+        if api is None or not api.listening():
             return fn(self, *args, **kwargs)
-        traced = Call(api, store, name, find(args, kwargs))
+        traced = Call(api, _telemetry_of(self), name, find(args, kwargs))
         try:
             with traced:
                 value = fn(self, *args, **kwargs)
