@@ -431,7 +431,7 @@ class SessionStore:
         warnings.warn(
             "SessionStore.prune is now SessionStore.expire (retention); prune will go",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=3,  # the caller's line: past this method and telemetry's wrapper
         )
         return await self.expire(older_than, **options)
 
