@@ -45,6 +45,7 @@ from .rows import (
     records_from_rows,
     session_info,
 )
+from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
 
 T = TypeVar("T")
@@ -160,10 +161,14 @@ class Core:
         self.home_lock = threading.Lock()
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
+        # Spans and metrics of the store's calls (sessiondb.telemetry); imports
+        # OpenTelemetry's API here, the first time, when it is installed.
+        self.telemetry = StoreTelemetry(settings, self.backend)
 
     # -- life -------------------------------------------------------------------------
 
     async def close(self) -> None:
+        self.telemetry.forget()
         await self.settle_background()
         if self.feed is not None:
             await self.feed.close()

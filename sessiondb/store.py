@@ -14,7 +14,7 @@ from typing import Any, Literal, Unpack
 
 from pydantic import ValidationError
 
-from . import bulk, feed, forks, lifecycle, overlays, retention, transfer, turns
+from . import bulk, feed, forks, lifecycle, overlays, retention, telemetry, transfer, turns
 from . import context as ctx
 from . import cursor as cursors
 from . import migrate as migrations
@@ -57,6 +57,7 @@ _CREATE_ARGS = frozenset(
 )
 
 
+@telemetry.traced
 class SessionStore:
     """Sessions and their records in one database, scoped to one namespace.
 
@@ -430,7 +431,7 @@ class SessionStore:
         warnings.warn(
             "SessionStore.prune is now SessionStore.expire (retention); prune will go",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=3,  # the caller's line: past this method and telemetry's wrapper
         )
         return await self.expire(older_than, **options)
 

@@ -9,6 +9,7 @@ Driver errors are classified here, at the boundary, into sessiondb's errors.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -110,6 +111,31 @@ class Listens(Protocol):
 
 
 @runtime_checkable
+class CountsConnections(Protocol):
+    """A backend with a connection pool whose state it can tell (Postgres)."""
+
+    def connection_counts(self) -> list[tuple[str, int, int]]:
+        """``(pool name, connections in use, idle connections)`` of each open pool; the
+        name is the server's address, without a password."""
+
+
+@dataclass
+class CallStats:
+    """What the backend did for one public call, for its telemetry
+    (:mod:`sessiondb.telemetry` sets :data:`CALL_STATS` around the call)."""
+
+    retries: int = 0
+    replica_reads: int = 0
+
+
+#: The stats of the public call running in this context; ``None`` when nobody listens
+#: (no telemetry configured), so that the hot path costs one lookup and no writes.
+CALL_STATS: contextvars.ContextVar[CallStats | None] = contextvars.ContextVar(
+    "sessiondb_call_stats", default=None
+)
+
+
+@runtime_checkable
 class Versioned(Protocol):
     """A backend that can say cheaply whether anything was committed (SQLite's
     ``PRAGMA data_version``)."""
@@ -154,6 +180,9 @@ async def retrying(attempt: Callable[[], Awaitable[T]]) -> T:
             wait = delay * random.uniform(0.5, 1.0)
             if not exc.retryable or time.monotonic() - started + wait > RETRY_BUDGET:
                 raise
+        stats = CALL_STATS.get()
+        if stats is not None:
+            stats.retries += 1
         await asyncio.sleep(wait)
     return await attempt()
 

@@ -563,6 +563,14 @@ class PostgresBackend:
             raise translate(exc, self._where, self._timeout) from exc
         return listening
 
+    def connection_counts(self) -> list[tuple[str, int, int]]:
+        """The pool's connections in use and idle (none before the first use)."""
+        pool = self._pool
+        if pool is None:
+            return []
+        idle = pool.get_idle_size()
+        return [(self._where, pool.get_size() - idle, idle)]
+
     async def close(self) -> None:
         self._closed = True
         pool, self._pool = self._pool, None

@@ -55,7 +55,7 @@ from sqlalchemy.engine import Connection
 from ..config import Settings, masked_url
 from ..errors import BusyError, ConfigurationError, DatabaseUnavailableError
 from ..statements import Bound
-from .base import Row, Transaction
+from .base import CALL_STATS, Row, Transaction
 
 T = TypeVar("T")
 
@@ -221,6 +221,9 @@ class ReplicaBackend:
         if rows is None:
             return None
         replica.reads += 1
+        stats = CALL_STATS.get()
+        if stats is not None:
+            stats.replica_reads += 1
         replica.seen = max(replica.seen, generation)
         return rows
 
@@ -272,6 +275,15 @@ class ReplicaBackend:
         mark: Mark | None = getattr(tx, "mark", None)
         if mark is not None:
             self.log.record(started, mark)
+
+    def connection_counts(self) -> list[tuple[str, int, int]]:
+        """The pools of the primary and of each replica (see ``CountsConnections``)."""
+        counts: list[tuple[str, int, int]] = []
+        for server in (self.primary, *(r.server for r in self.replicas)):
+            counted = getattr(server, "connection_counts", None)
+            if counted is not None:
+                counts += counted()
+        return counts
 
     async def run_sync(self, fn: Callable[[Connection], T], *, exclusive: bool = False) -> T:
         # Migrations and table inspection: on the primary. What they wrote carries no

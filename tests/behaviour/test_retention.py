@@ -88,8 +88,9 @@ async def test_idle_sessions_go_whole_and_recent_ones_stay(store: SessionStore) 
 
 async def test_prune_is_the_deprecated_old_name_of_expire(store: SessionStore) -> None:
     old = await session(store, "a", days=40)
-    with pytest.warns(DeprecationWarning, match="SessionStore.expire"):
+    with pytest.warns(DeprecationWarning, match="SessionStore.expire") as warned:
         report = await store.prune(MONTH, dry_run=True)
+    assert warned[0].filename == __file__  # the caller's line, not a wrapper's
     assert report.deleted == [old] and report.dry_run
     with pytest.warns(DeprecationWarning):
         assert (await store.prune(older_than=MONTH)).deleted == [old]
