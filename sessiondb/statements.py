@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     CTE,
@@ -66,6 +66,12 @@ from sqlalchemy import (
 )
 
 from .tables import Id, UTCDateTime, adk_sessions, adk_state, records, sessions, turns
+
+if TYPE_CHECKING:
+    from sqlalchemy import Table
+    from sqlalchemy.dialects.postgresql import ARRAY
+    from sqlalchemy.dialects.postgresql.dml import Insert as PostgresInsert
+    from sqlalchemy.dialects.sqlite.dml import Insert as SQLiteInsert
 
 Bound = tuple[Executable, dict[str, Any]]
 
@@ -137,7 +143,7 @@ def _scope(session_id: str, namespace: str, **values: Any) -> dict[str, Any]:
     return {"sid": session_id, "ns": namespace, **values}
 
 
-def _array(of: Any) -> Any:
+def _array(of: Any) -> ARRAY[Any]:
     """A Postgres array type. The dialect's package is imported here, by the Postgres
     statements only: SQLite's never load it (~40 ms of imports; sessiondb/cli.py)."""
     from sqlalchemy.dialects.postgresql import ARRAY
@@ -145,7 +151,7 @@ def _array(of: Any) -> Any:
     return ARRAY(of)
 
 
-def _upsert(flavour: str, table: Any) -> Any:
+def _upsert(flavour: str, table: Table) -> PostgresInsert | SQLiteInsert:
     """The dialect's ``INSERT`` that takes ``on_conflict_do_nothing``."""
     if flavour == POSTGRES:
         from sqlalchemy.dialects.postgresql import insert as pg_insert
