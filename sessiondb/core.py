@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
-from .compaction.breaker import CircuitBreaker
 from .config import Settings
 from .context import splits_tool_pair
 from .errors import (
@@ -46,6 +46,9 @@ from .rows import (
     session_info,
 )
 from .validation import check_record_size, strict_int
+
+if TYPE_CHECKING:
+    from .compaction.breaker import CircuitBreaker
 
 T = TypeVar("T")
 
@@ -144,7 +147,6 @@ class Core:
         # conflict): the primary when reads go to replicas, else the backend itself.
         self.primary: Backend = getattr(self.backend, "primary", self.backend)
         self.named = NamedSessions()
-        self.compaction_breaker = CircuitBreaker()
         self.turn_wakeups = TurnWakeups()
         # The change feed (sessiondb.feed), made by the first watch.
         self.feed: Stoppable | None = None
@@ -157,6 +159,14 @@ class Core:
         self.home_lock = threading.Lock()
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
+
+    @functools.cached_property
+    def compaction_breaker(self) -> CircuitBreaker:
+        """Auto-compaction's failures in a row, by session; made on first use, so that
+        a store that never compacts loads no compaction code (sessiondb/cli.py)."""
+        from .compaction.breaker import CircuitBreaker
+
+        return CircuitBreaker()
 
     # -- life -------------------------------------------------------------------------
 

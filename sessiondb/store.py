@@ -19,8 +19,6 @@ from . import context as ctx
 from . import cursor as cursors
 from . import statements as q
 from .backends import Backend
-from .compaction.breaker import CircuitBreaker
-from .compaction.prune import PRUNED_MARKER
 from .config import Settings, StoreOptions
 from .core import Core, check_expected_seq, now
 from .errors import (
@@ -52,6 +50,7 @@ from .validation import (
 if TYPE_CHECKING:  # imported when first used (start-up rule in sessiondb/cli.py)
     from . import transfer
     from .compaction import engine as compaction
+    from .compaction.breaker import CircuitBreaker
 
 MAX_PAGE = 1000
 # What session_for_key passes on to create_session.
@@ -616,7 +615,7 @@ class SessionStore:
         session_id: str,
         seqs: Sequence[int],
         *,
-        marker: str = PRUNED_MARKER,
+        marker: str = ctx.PRUNED_MARKER,
         tokens_freed: int = 0,
         expected_seq: int | None = None,
     ) -> Record:

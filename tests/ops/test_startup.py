@@ -76,6 +76,7 @@ NOT_FOR_SQLITE_LIST = (
     "sqlalchemy.dialects.postgresql",
     "sessiondb.backends.postgres",
     "sessiondb.backends.replicas",
+    "sessiondb.compaction",
     "sessiondb.migrate",
     "sessiondb.orm",
     "sessiondb.formats",
