@@ -5,7 +5,7 @@ stored string printed for people goes through :func:`sessiondb.terminal.shown` (
 and bidi characters made visible); ``--json`` prints the exact strings.
 
 Start-up rule: a command loads only what it runs
---------------------------------------------------
+------------------------------------------------
 ``sessiondb --help`` costs a bare interpreter plus ``argparse``, and ``sessions list`` on
 SQLite never loads Alembic, a Postgres driver, the file formats or an optional extra
 (``python -m bench --only 13`` times both; importing SQLAlchemy alone costs ~0.2 s here,

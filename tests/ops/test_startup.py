@@ -78,6 +78,7 @@ NOT_FOR_SQLITE_LIST = (
     "sessiondb.backends.replicas",
     "sessiondb.compaction",
     "sessiondb.migrate",
+    "ulid",  # reads the installed packages' metadata at import: only where an id is made
     "sessiondb.orm",
     "sessiondb.formats",
     "sessiondb.transfer",
