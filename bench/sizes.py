@@ -139,7 +139,7 @@ TINY = replace(
     export_reps=1,
     big_file_lines=400,
     agents_items=400,
-    startup_runs=2,
+    startup_runs=1,
 )
 
 

@@ -553,7 +553,9 @@ def _add_transfer_commands(commands: Any) -> None:
         choices=LazyChoices(_export_formats),
         metavar="FORMAT",
         help="the file format to write: %(choices)s; html is a web page per session "
-        "(default: sessiondb's own lossless format)",
+        # The default named here is formats.DEFAULT_EXPORT_FORMAT (a test holds them
+        # equal): the registry is not imported to print the top-level help.
+        "(default: native, sessiondb's own lossless format)",
     )
     exp.set_defaults(handler=_export)
 

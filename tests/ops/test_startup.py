@@ -191,6 +191,18 @@ async def test_sessions_list_on_sqlite_loads_no_postgres_alembic_or_formats(
     assert not loaded, explain("`sessiondb sessions list` on SQLite", loaded)
 
 
+def test_export_help_names_the_registry_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """The export help names its default without importing the registry; it is the
+    registry's."""
+    from sessiondb.cli import main
+    from sessiondb.formats import DEFAULT_EXPORT_FORMAT
+
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {DEFAULT_EXPORT_FORMAT}," in help_text
+
+
 def test_the_probe_names_what_it_finds(tmp_path: Path) -> None:
     """The guard can fail: a module that is loaded is reported with its importer."""
     loaded = loaded_by("import sessiondb.store", ("alembic", "sqlalchemy"), tmp_path)
