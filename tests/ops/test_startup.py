@@ -203,6 +203,25 @@ def test_export_help_names_the_registry_default(capsys: pytest.CaptureFixture[st
     assert f"(default: {DEFAULT_EXPORT_FORMAT}," in help_text
 
 
+async def test_the_collector_is_back_on_after_start_up(tmp_path: Path) -> None:
+    """A command in its own process freezes what its imports built and turns the
+    garbage collector back on; called from Python with ``argv``, it leaves the caller's
+    collector alone."""
+    db = tmp_path / "small.db"
+    async with SessionStore.open(str(db)) as store:
+        await store.migrate()
+    code = (
+        "import gc, io, sys\n"
+        "from sessiondb.cli import main\n"
+        f"assert main(['--db', {str(db)!r}, 'sessions', 'list'], out=io.StringIO()) == 0\n"
+        "called = (gc.isenabled(), gc.get_freeze_count())\n"
+        f"sys.argv = ['sessiondb', '--db', {str(db)!r}, 'sessions', 'list']\n"
+        "assert main(out=io.StringIO()) == 0\n"
+        "print(*called, gc.isenabled(), gc.get_freeze_count() > 0)\n"
+    )
+    assert run_python("-c", code).stdout.split() == ["True", "0", "True", "True"]
+
+
 def test_the_probe_names_what_it_finds(tmp_path: Path) -> None:
     """The guard can fail: a module that is loaded is reported with its importer."""
     loaded = loaded_by("import sessiondb.store", ("alembic", "sqlalchemy"), tmp_path)
