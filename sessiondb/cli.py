@@ -6,13 +6,12 @@ and bidi characters made visible); ``--json`` prints the exact strings.
 
 Start-up rule: a command loads only what it runs
 ------------------------------------------------
-``sessiondb --help`` costs a bare interpreter plus ``argparse``, and ``sessions list`` on
+``sessiondb --help`` costs a bare interpreter plus ``argparse``; ``sessions list`` on
 SQLite never loads Alembic, a Postgres driver, the file formats or an optional extra
-(``python -m bench --only 13`` times both; importing SQLAlchemy alone costs ~0.2 s here,
-Alembic ~0.1 s more, and the file formats ~0.08 s). So:
+(``python -m bench --only 13``; SQLAlchemy's import alone costs ~0.2 s here). So:
 
 1. At the top of this module, of ``sessiondb/__init__.py`` and of the modules they import
-   eagerly (``config``, ``errors``, ``terminal``): the standard library only. No
+   eagerly (``config``, ``errors``, ``lazy``, ``terminal``): the standard library only. No
    SQLAlchemy, pydantic, Alembic, asyncpg, and no optional extra (rich, a web framework,
    cryptography, OpenTelemetry, …).
 2. A handler imports what it uses in its own body (``from .store import SessionStore``);
@@ -25,16 +24,13 @@ Alembic ~0.1 s more, and the file formats ~0.08 s). So:
    a command uses them, not when the parser is built.
 5. A new public name of ``sessiondb`` goes in its ``_LAZY`` table (see its ``__init__``).
 
-``tests/ops/test_startup.py`` holds the rule: ``import sessiondb`` and
-``python -m sessiondb --help`` in a fresh interpreter, and ``sessions list`` on SQLite,
-must not load the modules it lists; its failure names the module and the import chain
-that brought it in. A new heavy dependency goes on that list.
+``tests/ops/test_startup.py`` holds the rule in fresh interpreters and names the module
+that broke it and its import chain; a new heavy dependency goes on its lists.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import json
 import os
@@ -48,7 +44,7 @@ from urllib.parse import unquote
 
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
-from .lazy import LazyChoices
+from .lazy import LazyChoices, import_at_start
 from .terminal import json_for_terminal, shown
 
 if TYPE_CHECKING:
@@ -151,8 +147,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 error, 2 usage)."""
     args = build_parser().parse_args(_globals_first(list(sys.argv[1:] if argv is None else argv)))
     stream = out or sys.stdout
-    _load_runtime(own_process=argv is None)
-    import asyncio  # loaded by _load_runtime: not for --help, nor for a usage error
+    # What every command runs on; not for --help, nor for a usage error.
+    import_at_start("asyncio", "sessiondb.store", own_process=argv is None)
+    import asyncio
 
     try:
         asyncio.run(_run(args, stream))
@@ -163,29 +160,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
-
-
-def _load_runtime(*, own_process: bool) -> None:
-    """Import what every command runs on: asyncio and the store (SQLAlchemy, pydantic).
-
-    In a process of its own (the console script, ``python -m sessiondb``: ``main()``
-    without ``argv``) the garbage collector is off meanwhile, and what the imports built
-    is then frozen out of later collections (:func:`gc.freeze`): nothing built at import
-    is garbage, and collections walking those objects again and again took ~0.1 s of the
-    ~0.5 s of CPU of ``sessions list`` here (``python -m bench --only 13``). Called from
-    Python with ``argv``, the caller's process keeps its collector as it was.
-    """
-    if not own_process:
-        importlib.import_module("asyncio")
-        importlib.import_module(".store", __package__)
-        return
-    gc.disable()
-    try:
-        importlib.import_module("asyncio")
-        importlib.import_module(".store", __package__)
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def _globals_first(argv: list[str]) -> list[str]:
