@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, contention, figures, replicas, telemetry, turns
+from . import agents, contention, figures, replicas, startup, telemetry, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, table
 from .sizes import for_mode
@@ -37,6 +37,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     11: ("turn lease overhead", turns.turn_overhead, BOTH),
     12: ("read replicas", replicas.replica_reads, ("postgres",)),
     13: ("telemetry overhead", telemetry.telemetry_overhead, BOTH),
+    14: ("start-up", startup.startup, ("sqlite",)),
 }
 
 FLOORS = """\
@@ -69,7 +70,10 @@ floors (the bare driver on the same tables, same run):
      today's append (the replica's own primary and standby are built for the figure with
      pg_createcluster and pg_basebackup; skipped, and said so, without them or root)
  13 sessiondb's own store.append of one message without the telemetry wrapper (the
-     method as defined, before sessiondb.telemetry wrapped it), no provider configured"""
+     method as defined, before sessiondb.telemetry wrapped it), no provider configured
+ 14 not the driver: the bare interpreter, python -c pass, started the same way in turns
+     with each command (whole processes, from start to exit; the goals are on
+     sessiondb's own time)"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

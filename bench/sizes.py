@@ -49,6 +49,8 @@ class Sizes:
     big_file_lines: int
     # 10. OpenAI Agents SDK sessions: items in the long session
     agents_items: int
+    # 13. start-up: runs of each command (and of the bare interpreter), after a warm-up
+    startup_runs: int = 21
 
 
 FULL = Sizes(
@@ -106,6 +108,7 @@ QUICK = replace(
     import_reps=3,
     export_reps=9,
     big_file_lines=20_000,
+    startup_runs=11,
 )
 
 # Only proves that every figure still runs (the smoke test): seconds, not a measurement.
@@ -136,6 +139,7 @@ TINY = replace(
     export_reps=1,
     big_file_lines=400,
     agents_items=400,
+    startup_runs=1,
 )
 
 

@@ -3,12 +3,34 @@
 Each subcommand is a small parser set-up and one handler over the public API. Every
 stored string printed for people goes through :func:`sessiondb.terminal.shown` (controls
 and bidi characters made visible); ``--json`` prints the exact strings.
+
+Start-up rule: a command loads only what it runs
+------------------------------------------------
+``sessiondb --help`` costs a bare interpreter plus ``argparse``; ``sessions list`` on
+SQLite never loads Alembic, a Postgres driver, the file formats or an optional extra
+(``python -m bench --only 14``; SQLAlchemy's import alone costs ~0.2 s here). So:
+
+1. At the top of this module, of ``sessiondb/__init__.py`` and of the modules they import
+   eagerly (``config``, ``errors``, ``lazy``, ``terminal``): the standard library only. No
+   SQLAlchemy, pydantic, Alembic, asyncpg, and no optional extra (rich, a web framework,
+   cryptography, OpenTelemetry, …).
+2. A handler imports what it uses in its own body (``from .store import SessionStore``);
+   a name needed only in an annotation is imported under ``if TYPE_CHECKING:``.
+3. A library module imports an optional extra, Alembic or a driver inside the function
+   that needs it (as ``SessionStore.migrate`` does with :mod:`sessiondb.migrate`), or
+   through :func:`sessiondb.lazy.lazy_function` for a method that is a feature
+   module's function (``SessionStore.import_path``), never at its top.
+4. Choices that come from a registry are :class:`sessiondb.lazy.LazyChoices`: read when
+   a command uses them, not when the parser is built.
+5. A new public name of ``sessiondb`` goes in its ``_LAZY`` table (see its ``__init__``).
+
+``tests/ops/test_startup.py`` holds the rule in fresh interpreters and names the module
+that broke it and its import chain; a new heavy dependency goes on its lists.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import json
 import os
@@ -17,19 +39,20 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import unquote
 
-from . import compaction, retention, transfer
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
-from .formats import DEFAULT_EXPORT_FORMAT, EXPORT_ONLY, FORMATS
-from .formats.lines import entry_label
-from .models import Message, Record, SessionInfo, TextContent, ThinkingContent, ToolCallContent
-from .store import SessionStore
+from .lazy import LazyChoices, import_at_start
 from .terminal import json_for_terminal, shown
 
-Handler = Callable[[SessionStore, argparse.Namespace, TextIO], Coroutine[Any, Any, None]]
+if TYPE_CHECKING:
+    from . import transfer
+    from .models import Message, Record, SessionInfo
+    from .store import SessionStore
+
+    Handler = Callable[[SessionStore, argparse.Namespace, TextIO], Coroutine[Any, Any, None]]
 
 RESULT_PREVIEW = 400
 
@@ -124,6 +147,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 error, 2 usage)."""
     args = build_parser().parse_args(_globals_first(list(sys.argv[1:] if argv is None else argv)))
     stream = out or sys.stdout
+    # What every command runs on; not for --help, nor for a usage error.
+    import_at_start("asyncio", "sessiondb.store", own_process=argv is None)
+    import asyncio
+
     try:
         asyncio.run(_run(args, stream))
     except SessionDBError as exc:
@@ -160,6 +187,8 @@ def _globals_first(argv: list[str]) -> list[str]:
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> None:
+    from .store import SessionStore
+
     handler: Handler = args.handler
     store = await SessionStore.connect(args.db, args.namespace)
     try:
@@ -339,10 +368,14 @@ def _record_lines(r: Record, *, deleted: bool) -> list[str]:
     if r.tombstone is not None:
         reason = f": {shown(r.tombstone.reason)}" if r.tombstone.reason else ""
         return [f"#{r.seq} ── deleted #{r.tombstone.target_seq}{reason}"]
+    from .formats.lines import entry_label
+
     return [f"#{r.seq} ── {shown(entry_label(r.entry))}{mark}"]
 
 
 def _message_lines(seq: int, m: Message, mark: str) -> list[str]:
+    from .models import TextContent, ThinkingContent, ToolCallContent
+
     label = {"user": "user", "assistant": "assistant", "toolResult": "tool result"}[m.role]
     if m.role == "toolResult":
         label += f" {shown(m.tool_name or '')}({shown(m.tool_call_id or '?')})".replace(" (", "(")
@@ -383,6 +416,8 @@ async def _rm(store: SessionStore, args: argparse.Namespace, out: TextIO) -> Non
 
 
 async def _expire(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    from . import retention
+
     age = retention.parse_age(args.older_than)
     report = await store.expire(age, dry_run=args.dry_run, batch_size=args.batch_size)
     if args.json:
@@ -414,6 +449,8 @@ async def _expire(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
 
 
 async def _compact(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    from . import compaction
+
     settings = compaction.CompactionSettings(
         **(
             {}
@@ -467,7 +504,9 @@ async def _compact(store: SessionStore, args: argparse.Namespace, out: TextIO) -
 
 def _load_summarizer(spec: str | None) -> Any:
     if spec is None:
-        return compaction.offline_summarizer
+        from .compaction import offline_summarizer
+
+        return offline_summarizer
     module_name, _, attr = spec.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
@@ -489,8 +528,9 @@ def _add_transfer_commands(commands: Any) -> None:
     imp.add_argument(
         "--format",
         default="auto",
-        choices=["auto", *FORMATS],
-        help="a file format, or auto (the default) to detect each file's own",
+        choices=LazyChoices(_import_formats),
+        metavar="FORMAT",
+        help="a file format: %(choices)s; auto (the default) detects each file's own",
     )
     imp.add_argument(
         "--strict", action="store_true", help="a bad line fails its file (default: keep it)"
@@ -509,11 +549,26 @@ def _add_transfer_commands(commands: Any) -> None:
     exp.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
     exp.add_argument(
         "--format",
-        default=DEFAULT_EXPORT_FORMAT,
-        choices=[*FORMATS, *EXPORT_ONLY],
-        help="the file format to write, or html: a web page per session (default: %(default)s)",
+        choices=LazyChoices(_export_formats),
+        metavar="FORMAT",
+        help="the file format to write: %(choices)s; html is a web page per session "
+        # The default named here is formats.DEFAULT_EXPORT_FORMAT (a test holds them
+        # equal): the registry is not imported to print the top-level help.
+        "(default: native, sessiondb's own lossless format)",
     )
     exp.set_defaults(handler=_export)
+
+
+def _import_formats() -> list[str]:
+    from .formats import FORMATS
+
+    return ["auto", *FORMATS]
+
+
+def _export_formats() -> list[str]:
+    from .formats import EXPORT_ONLY, FORMATS
+
+    return [*FORMATS, *EXPORT_ONLY]
 
 
 async def _import(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
@@ -627,12 +682,13 @@ class _ImportProgress:
 
 
 async def _export(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    from .formats import DEFAULT_EXPORT_FORMAT
+
+    fmt = args.format or DEFAULT_EXPORT_FORMAT
     if args.all:
-        written = await store.export_all(args.out, format=args.format)
+        written = await store.export_all(args.out, format=fmt)
     else:
-        written = {
-            sid: await store.export_session(sid, args.out, format=args.format) for sid in args.ids
-        }
+        written = {sid: await store.export_session(sid, args.out, format=fmt) for sid in args.ids}
     for sid, paths in written.items():
         for path in paths:
             print(f"{shown(sid)}  {shown(str(path))}", file=out)

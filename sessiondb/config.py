@@ -7,13 +7,16 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
-
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .errors import ConfigurationError
 from .hosts import expand_host_list
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+# SQLAlchemy is imported where a URL is built, not here: the CLI reads this module's
+# constants to print its help, and importing SQLAlchemy costs ~0.2 s (sessiondb/cli.py).
 
 ENV_URL = "SESSIONDB_URL"
 ENV_NAMESPACE = "SESSIONDB_NAMESPACE"
@@ -280,6 +283,8 @@ def parse_replica_urls(raw: object) -> tuple[URL, ...]:
         )
     if len(raw) > MAX_REPLICAS:
         raise ConfigurationError(f"replica_urls takes at most {MAX_REPLICAS} URLs, got {len(raw)}")
+    from sqlalchemy.engine import URL
+
     urls = []
     for i, item in enumerate(raw):
         if not isinstance(item, str | URL):
@@ -348,6 +353,8 @@ def normalize_url(raw: str | URL) -> URL:
     library's sqlite3, whatever driver the URL names); ``postgresql://`` becomes
     ``postgresql+asyncpg://``.
     """
+    from sqlalchemy.engine import URL
+
     if isinstance(raw, str):
         text = raw.strip()
         if not text:
@@ -383,6 +390,9 @@ def _parse_url(text: str) -> URL:
     # The parser's own errors quote the whole URL, password and all: neither its message
     # nor the exception itself (as a cause) may reach the caller.
     # libpq's host list (h1:p1,h2:p2) becomes SQLAlchemy's repeated host= (sessiondb.hosts).
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(expand_host_list(text))
     except ArgumentError:
@@ -431,7 +441,7 @@ def _mask_pair(match: re.Match[str]) -> str:
 
 def masked_url(url: URL | str) -> str:
     """A URL as it may be shown: its password and secret parameters masked."""
-    if isinstance(url, URL):
+    if not isinstance(url, str):  # a URL; its class is not imported for this test
         url = url.render_as_string(hide_password=True)
     return redact(url)
 

@@ -207,6 +207,12 @@ def prune_markers(payloads: Iterable[str]) -> dict[int, str]:
     return markers
 
 
+#: What a pruned tool result reads by default (``SessionStore.prune_tool_results``,
+#: :mod:`sessiondb.compaction.prune`). Here rather than in the compaction package, so
+#: that the store has it without loading that package (start-up: sessiondb/cli.py).
+PRUNED_MARKER = "[tool result pruned to save context]"
+
+
 def pruned_content(marker: str) -> list[TextContent]:
     """What a pruned tool result holds in the context: one text block, the marker."""
     return [TextContent(text=marker)]

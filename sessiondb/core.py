@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
-from .compaction.breaker import CircuitBreaker
 from .config import Settings
 from .context import splits_tool_pair
 from .errors import (
@@ -47,6 +47,9 @@ from .rows import (
 )
 from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
+
+if TYPE_CHECKING:
+    from .compaction.breaker import CircuitBreaker
 
 T = TypeVar("T")
 
@@ -148,7 +151,6 @@ class Core:
         # conflict): the primary when reads go to replicas, else the backend itself.
         self.primary: Backend = getattr(self.backend, "primary", self.backend)
         self.named = NamedSessions()
-        self.compaction_breaker = CircuitBreaker()
         self.turn_wakeups = TurnWakeups()
         # The change feed (sessiondb.feed), made by the first watch.
         self.feed: Stoppable | None = None
@@ -164,6 +166,14 @@ class Core:
         # Spans and metrics of the store's calls (sessiondb.telemetry); imports
         # OpenTelemetry's API here, the first time, when it is installed.
         self.telemetry = StoreTelemetry(settings, self.backend)
+
+    @functools.cached_property
+    def compaction_breaker(self) -> CircuitBreaker:
+        """Auto-compaction's failures in a row, by session; made on first use, so that
+        a store that never compacts loads no compaction code (sessiondb/cli.py)."""
+        from .compaction.breaker import CircuitBreaker
+
+        return CircuitBreaker()
 
     # -- life -------------------------------------------------------------------------
 

@@ -21,10 +21,12 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from sqlalchemy.engine import URL
+from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError, brief
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 #: The values asyncpg (and libpq) take for ``target_session_attrs``.
 TARGET_SESSION_ATTRS = ("any", "primary", "standby", "prefer-standby", "read-write", "read-only")

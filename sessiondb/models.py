@@ -27,7 +27,13 @@ from pydantic.alias_generators import to_camel
 from .errors import InvalidInputError, brief
 from .kinds import RecordKind as RecordKind
 
+# Every model builds its validator and serializer when first used, not at import: the
+# twenty models here cost ~0.1 s to build, and a command uses two or three of them
+# (start-up rule in sessiondb/cli.py).
+_DEFERRED = ConfigDict(defer_build=True)
+
 _WIRE = ConfigDict(
+    defer_build=True,
     extra="allow",
     populate_by_name=True,
     alias_generator=AliasGenerator(alias=to_camel),
@@ -186,7 +192,7 @@ class Record(BaseModel):
     for a fork's inherited records is an ancestor.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     session_id: str
     seq: int
@@ -206,7 +212,9 @@ Source = Literal["interactive", "cron"]
 class Metrics(BaseModel):
     """Token usage totals over the session's messages."""
 
-    model_config = ConfigDict(alias_generator=AliasGenerator(alias=to_camel), populate_by_name=True)
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(alias=to_camel), populate_by_name=True, defer_build=True
+    )
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -220,7 +228,10 @@ class TurnInfo(BaseModel):
     lease runs unless renewed. Times are the database's clock."""
 
     model_config = ConfigDict(
-        alias_generator=AliasGenerator(alias=to_camel), populate_by_name=True, frozen=True
+        alias_generator=AliasGenerator(alias=to_camel),
+        populate_by_name=True,
+        frozen=True,
+        defer_build=True,
     )
 
     holder: str
@@ -232,7 +243,10 @@ class SessionInfo(BaseModel):
     """A session's metadata and the head of its record stream."""
 
     model_config = ConfigDict(
-        alias_generator=AliasGenerator(alias=to_camel), populate_by_name=True, frozen=True
+        alias_generator=AliasGenerator(alias=to_camel),
+        populate_by_name=True,
+        frozen=True,
+        defer_build=True,
     )
 
     id: str
@@ -259,6 +273,8 @@ class SessionInfo(BaseModel):
 class SessionPage(BaseModel):
     """One page of a session listing; pass ``next_cursor`` back for the next page."""
 
+    model_config = _DEFERRED
+
     items: list[SessionInfo]
     next_cursor: str | None
 
@@ -270,7 +286,7 @@ class NewSession(BaseModel):
     silence), and each message is checked here, so an error names the message.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)
 
     name: str | None = None
     model: str | None = None

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     CTE,
@@ -64,11 +64,14 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from .tables import Id, UTCDateTime, adk_sessions, adk_state, records, sessions, turns
+
+if TYPE_CHECKING:
+    from sqlalchemy import Table
+    from sqlalchemy.dialects.postgresql import ARRAY
+    from sqlalchemy.dialects.postgresql.dml import Insert as PostgresInsert
+    from sqlalchemy.dialects.sqlite.dml import Insert as SQLiteInsert
 
 Bound = tuple[Executable, dict[str, Any]]
 
@@ -140,10 +143,29 @@ def _scope(session_id: str, namespace: str, **values: Any) -> dict[str, Any]:
     return {"sid": session_id, "ns": namespace, **values}
 
 
+def _array(of: Any) -> ARRAY[Any]:
+    """A Postgres array type. The dialect's package is imported here, by the Postgres
+    statements only: SQLite's never load it (~40 ms of imports; sessiondb/cli.py)."""
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    return ARRAY(of)
+
+
+def _upsert(flavour: str, table: Table) -> PostgresInsert | SQLiteInsert:
+    """The dialect's ``INSERT`` that takes ``on_conflict_do_nothing``."""
+    if flavour == POSTGRES:
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table)
+
+
 def _in_list(col: ColumnElement[Any], name: str, flavour: str) -> ColumnElement[bool]:
     """``col`` is one of the list bound as ``name`` (a list of strings)."""
     if flavour == POSTGRES:
-        return col == any_(bindparam(name, type_=ARRAY(Text())))
+        return col == any_(bindparam(name, type_=_array(Text())))
     items = func.json_each(bindparam(name, type_=Text())).table_valued("value")
     return col.in_(select(items.c.value))
 
@@ -574,8 +596,9 @@ def insert_keyed_session(values: dict[str, Any], flavour: str) -> Bound:
 
 @cache
 def _insert_keyed_session(flavour: str) -> Executable:
-    make = pg_insert if flavour == POSTGRES else sqlite_insert
-    stmt = make(sessions).values({c.name: bindparam(c.name, type_=c.type) for c in sessions.c})
+    stmt = _upsert(flavour, sessions).values(
+        {c.name: bindparam(c.name, type_=c.type) for c in sessions.c}
+    )
     return stmt.on_conflict_do_nothing(index_elements=["namespace", "key"]).returning(*sessions.c)
 
 
@@ -855,7 +878,7 @@ def append_many(expected: bool, tracked: bool = False) -> Insert:
     columns' names."""
     head = _bump_head(expected, notify=True).cte("head")
     # Typed array parameters: the driver renders their casts (``$13::VARCHAR[]``).
-    arrays = [bindparam(name, type_=ARRAY(t)) for name, t in _APPEND_TYPES.items()]
+    arrays = [bindparam(name, type_=_array(t)) for name, t in _APPEND_TYPES.items()]
     rows = (
         func.unnest(*arrays)
         .table_valued(*APPEND_COLUMN_NAMES, with_ordinality="ord")
@@ -1516,8 +1539,7 @@ def adk_ensure_state(namespace: str, app: str, scope: str, user: str, flavour: s
 
 @cache
 def _adk_ensure_state(flavour: str) -> Executable:
-    make = pg_insert if flavour == POSTGRES else sqlite_insert
-    stmt = make(adk_state).values(
+    stmt = _upsert(flavour, adk_state).values(
         namespace=NS, app_name=_APP, scope=_SCOPE, user_id=_USER, state_json=literal_column("'{}'")
     )
     return stmt.on_conflict_do_nothing(index_elements=["namespace", "app_name", "scope", "user_id"])

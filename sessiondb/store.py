@@ -10,19 +10,15 @@ import contextlib
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from pydantic import ValidationError
 
-from . import bulk, feed, forks, lifecycle, overlays, retention, telemetry, transfer, turns
+from . import bulk, feed, forks, lifecycle, overlays, retention, telemetry, turns
 from . import context as ctx
 from . import cursor as cursors
-from . import migrate as migrations
 from . import statements as q
 from .backends import Backend
-from .compaction import engine as compaction
-from .compaction.breaker import CircuitBreaker
-from .compaction.prune import PRUNED_MARKER
 from .config import Settings, StoreOptions
 from .core import Core, check_expected_seq, now
 from .errors import (
@@ -33,6 +29,7 @@ from .errors import (
 )
 from .ids import check_session_id
 from .kinds import KINDS
+from .lazy import lazy_function
 from .models import Compaction, Message, NewSession, Prune, Record, SessionInfo, SessionPage
 from .rows import new_session_row, records_from_rows, session_info, utc
 from .turns import Turn
@@ -49,6 +46,11 @@ from .validation import (
     session_key,
     strict_int,
 )
+
+if TYPE_CHECKING:  # imported when first used (start-up rule in sessiondb/cli.py)
+    from . import transfer
+    from .compaction import engine as compaction
+    from .compaction.breaker import CircuitBreaker
 
 MAX_PAGE = 1000
 # What session_for_key passes on to create_session.
@@ -166,6 +168,8 @@ class SessionStore:
         """Upgrade the schema to ``revision`` (default: the newest), as ``sessiondb migrate``."""
         # Exclusive: replicas that start together and all migrate take turns, and all but
         # the first find the schema at head already.
+        from . import migrate as migrations  # Alembic: ~0.1 s of imports, for this only
+
         await self._core.backend.run_sync(
             lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
         )
@@ -612,7 +616,7 @@ class SessionStore:
         session_id: str,
         seqs: Sequence[int],
         *,
-        marker: str = PRUNED_MARKER,
+        marker: str = ctx.PRUNED_MARKER,
         tokens_freed: int = 0,
         expected_seq: int | None = None,
     ) -> Record:
@@ -720,16 +724,27 @@ class SessionStore:
     # The transfer functions, whose first argument is the store: import (a file or a
     # directory tree, at bulk speed, idempotent) and export (``format`` a name of
     # sessiondb.formats.FORMATS, or "html": a web page per session).
-    import_path = transfer.import_path
-    export_session = transfer.export_session
-    export_all = transfer.export_all
+    if TYPE_CHECKING:
+        import_path = transfer.import_path
+        export_session = transfer.export_session
+        export_all = transfer.export_all
+    else:  # the file formats cost ~80 ms of imports: loaded on first use
+        import_path = lazy_function("sessiondb.transfer", "import_path")
+        export_session = lazy_function("sessiondb.transfer", "export_session")
+        export_all = lazy_function("sessiondb.transfer", "export_all")
 
     # -- compaction: the engine's functions, whose first argument is the store -------
 
-    compact = compaction.compact
-    maybe_compact = compaction.maybe_compact
-    plan_compaction = compaction.plan
-    context_tokens = compaction.context_tokens
+    if TYPE_CHECKING:
+        compact = compaction.compact
+        maybe_compact = compaction.maybe_compact
+        plan_compaction = compaction.plan
+        context_tokens = compaction.context_tokens
+    else:
+        compact = lazy_function("sessiondb.compaction.engine", "compact")
+        maybe_compact = lazy_function("sessiondb.compaction.engine", "maybe_compact")
+        plan_compaction = lazy_function("sessiondb.compaction.engine", "plan")
+        context_tokens = lazy_function("sessiondb.compaction.engine", "context_tokens")
 
     # -- forks ------------------------------------------------------------------------
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..context import PRUNED_MARKER as PRUNED_MARKER
 from ..models import Message
 from .tokens import Tokenizer, estimate_message_tokens, estimate_text_tokens
-
-PRUNED_MARKER = "[tool result pruned to save context]"
 
 
 @dataclass(frozen=True)
