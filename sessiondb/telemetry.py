@@ -40,6 +40,7 @@ import asyncio
 import functools
 import inspect
 import re
+import sys
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .backends.base import CALL_STATS, CallStats, CountsConnections
 from .config import Settings
+from .lazy import LazyFunction
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -93,7 +95,7 @@ class Api:
         self._next_check = 0.0
         # Whose pools the gauge observes: open stores (weakly: a store dropped unclosed
         # goes with its core).
-        self.stores: weakref.WeakSet[StoreTelemetry] = weakref.WeakSet()
+        self.stores = OPEN_STORES
 
     def listening(self) -> bool:
         """Whether a real tracer or meter provider is configured. The providers are
@@ -175,12 +177,22 @@ class Instruments:
 
 _api: Api | None = None
 _loaded = False
+#: The open stores whose pools the connection gauge observes (weakly: a store dropped
+#: unclosed goes with its core).
+OPEN_STORES: weakref.WeakSet[StoreTelemetry] = weakref.WeakSet()
+#: Any of these imported means the application (or its auto-instrumentation) uses
+#: OpenTelemetry; a provider can only be set through them.
+API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
 
 
-def load_api() -> Api | None:
-    """The API, imported the first time a store is made; ``None`` when not installed."""
+def load_api(force: bool = False) -> Api | None:
+    """The API, imported the first time a call finds it in use; ``None`` while the
+    application has not imported OpenTelemetry (nobody can have set a provider then, and
+    the CLI starts without importing it) or when it is not installed."""
     global _api, _loaded
     if not _loaded:
+        if not force and not any(name in sys.modules for name in API_MODULES):
+            return None
         _loaded = True
         try:
             _api = Api()
@@ -193,7 +205,7 @@ def refresh_providers() -> None:
     """Look at the global tracer and meter providers now, instead of within
     :data:`RECHECK_SECONDS`: for an application that sets them after opening a store and
     wants the very next call traced (and for tests)."""
-    api = load_api()
+    api = load_api(force=True)
     if api is not None:
         api.refresh()
 
@@ -202,15 +214,15 @@ class StoreTelemetry:
     """One store's attributes and pool, and the API when it is installed."""
 
     def __init__(self, settings: Settings, backend: Backend) -> None:
-        self.api = load_api()
+        self.api = load_api()  # None until the application imports OpenTelemetry
         self.backend = backend
         self.attributes = store_attributes(settings)
         self.metric_attributes = {
             k: v for k, v in self.attributes.items() if k != "sessiondb.namespace"
         }
         self._by_operation: dict[str, dict[str, Any]] = {}
-        if self.api is not None and isinstance(backend, CountsConnections):
-            self.api.stores.add(self)
+        if isinstance(backend, CountsConnections):
+            OPEN_STORES.add(self)
 
     def operation_attributes(self, operation: str) -> dict[str, Any]:
         """The metrics' attributes of a call of ``operation`` (made once per operation)."""
@@ -229,13 +241,16 @@ class StoreTelemetry:
 
     def forget(self) -> None:
         """The store closed: its pool is no longer observed."""
-        if self.api is not None:
-            self.api.stores.discard(self)
+        OPEN_STORES.discard(self)
 
     def active(self) -> Api | None:
         """The API when someone listens, else ``None`` (the call goes straight through)."""
         api = self.api
-        if api is None or not api.listening():
+        if api is None:
+            api = self.api = load_api()
+            if api is None:
+                return None
+        if not api.listening():
             return None
         return api
 
@@ -387,7 +402,7 @@ def _wrap_coroutine(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        api = _api  # the providers are global: so is whether anyone listens
+        api = _api if _loaded else load_api()  # the providers are global, and so is the API
         if api is None or not api.listening():
             return await fn(self, *args, **kwargs)
         traced = Call(api, _telemetry_of(self), name, find(args, kwargs))
@@ -466,7 +481,7 @@ def _wrap_plain(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        api = _api  # the providers are global: so is whether anyone listens
+        api = _api if _loaded else load_api()  # the providers are global, and so is the API
         if api is None or not api.listening():
             return fn(self, *args, **kwargs)
         traced = Call(api, _telemetry_of(self), name, find(args, kwargs))
@@ -526,9 +541,27 @@ def public_methods(cls: type) -> dict[str, Any]:
         if name.startswith("_"):
             continue
         raw = inspect.getattr_static(cls, name)
-        if isinstance(raw, staticmethod | classmethod) or inspect.isfunction(raw):
+        if isinstance(
+            raw, staticmethod | classmethod | LazyFunction | TracedLazy
+        ) or inspect.isfunction(raw):
             found[name] = raw
     return found
+
+
+class TracedLazy:
+    """A :class:`~sessiondb.lazy.LazyFunction` method, wrapped by :func:`wrap` when its
+    module is first imported (the CLI starts without importing it)."""
+
+    def __init__(self, name: str, lazy: LazyFunction) -> None:
+        self.name = name
+        self.lazy = lazy
+        self.wrapped: Callable[..., Any] | None = None
+        setattr(self, MARK, True)
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if self.wrapped is None:
+            self.wrapped = wrap(self.name, self.lazy.__get__(None, owner))
+        return self.wrapped if obj is None else self.wrapped.__get__(obj, owner)
 
 
 def traced(cls: C) -> C:
@@ -539,7 +572,9 @@ def traced(cls: C) -> C:
             continue
         if getattr(raw, MARK, False):
             continue
-        setattr(cls, name, wrap(name, raw))
+        setattr(
+            cls, name, TracedLazy(name, raw) if isinstance(raw, LazyFunction) else wrap(name, raw)
+        )
     return cls
 
 

@@ -1,5 +1,5 @@
 """Telemetry with read replicas, on real streaming replication (a throwaway primary and
-hot standby, tests/helpers/replicas.py): a read the standby served says so on its span
+hot standby, tests/helpers/replication.py): a read the standby served says so on its span
 (``sessiondb.replica``), a write never does, and the pool gauge shows both pools."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.otel import Listener, listening
-from helpers.replicas import ReplicaSet, replica_set
+from helpers.replication import Replication, replication
 
 from sessiondb import SessionStore
 from sessiondb.backends.replicas import ReplicaBackend
@@ -23,10 +23,10 @@ def otel() -> Iterator[Listener]:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[ReplicaSet]:
-    with replica_set(1) as made:
-        asyncio.run(_migrate(made.primary.url))
-        made.wait_caught_up()
+def cluster() -> Iterator[Replication]:
+    with replication(1) as made:
+        asyncio.run(_migrate(made.primary.url()))
+        made.wait_replayed()
         yield made
 
 
@@ -35,11 +35,11 @@ async def _migrate(url: str) -> None:
         await store.migrate()
 
 
-async def test_a_read_served_by_a_replica_says_so(cluster: ReplicaSet, otel: Listener) -> None:
+async def test_a_read_served_by_a_replica_says_so(cluster: Replication, otel: Listener) -> None:
     standby = cluster.standbys[0]
     async with SessionStore.open(
-        cluster.primary.url,
-        replica_urls=[standby.url],
+        cluster.primary.url(),
+        replica_urls=[standby.url()],
         server_settings={"synchronous_commit": "on"},
     ) as store:
         sid = (await store.create_session()).id
