@@ -56,11 +56,11 @@ def shapes(
     return small, background.Shape(big, big_sessions)
 
 
-def _short(n: int) -> str:
-    """``10000000`` -> ``10M``."""
-    if n >= 1_000_000 and n % 1_000_000 == 0:
-        return f"{n // 1_000_000}M"
-    return count(n)
+def about(n: int) -> str:
+    """``10_012_345`` -> ``10.0M``, ``107_748`` -> ``108k``: a count in a figure's name."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    return f"{n / 1e3:.0f}k" if n >= 10_000 else str(n)
 
 
 async def scale_figures(run: Run, server: Server) -> list[Result]:
@@ -73,7 +73,7 @@ async def scale_figures(run: Run, server: Server) -> list[Result]:
         pair.append(await _build(run, server, label, shape))
         run.footprints.append(pair[-1].footprint)
     quick, big = pair
-    tag = f"({_short(big_shape.records)} vs {_short(small_shape.records)} records)"
+    tag = f"({about(big.loaded.records)} vs {about(quick.loaded.records)} records)"
     results: list[Result] = []
     try:
         async with (
