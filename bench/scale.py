@@ -12,10 +12,12 @@ both, interleaved (``timing.compare``): the ratio is scale / quick, goal <= 1.25
 from __future__ import annotations
 
 import itertools
+import shutil
 import sqlite3
 import statistics
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
@@ -31,6 +33,13 @@ from .sizes import Sizes, count
 from .timing import compare
 
 GOAL = Goal("<=", 1.25)
+# Disk a loaded record takes, with room to spare: ~0.9 KB of table and indexes (the
+# footprint table shows the measured figure) and the WAL of the load until a checkpoint.
+BYTES_PER_RECORD = 1500
+# Each figure is timed this many times as often as at quick size: the ratio is of two
+# sessiondb figures, each as noisy as the other on a shared machine (a first run with
+# figure 6's 30 forks read 1.61, repeats of 100 read 0.75-1.03 on the same databases).
+REPS = 3
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,35 @@ async def scale_figures(run: Run, server: Server) -> list[Result]:
         for built in pair:
             await server.drop(built.db)
     return results
+
+
+async def _check_disk(run: Run, server: Server, records: int) -> None:
+    """Refuse, before loading, a size the disk cannot hold (Postgres: when its data
+    directory is on this machine; SQLite: the run's directory)."""
+    where: Path | None = run.workdir
+    if server.backend == "postgres":
+        where = None
+        db = await server.fresh()
+        try:
+            conn = await asyncpg.connect(db.dsn)
+            try:
+                where = Path(await conn.fetchval("SHOW data_directory"))
+            except asyncpg.InsufficientPrivilegeError:
+                pass
+            finally:
+                await conn.close()
+        finally:
+            await server.drop(db)
+    if where is None or not where.exists():
+        run.log(f"{server.backend}: cannot see the database's disk; not checking its space")
+        return
+    need, free = records * BYTES_PER_RECORD, shutil.disk_usage(where).free
+    run.log(f"{server.backend}: about {need / 1e9:.1f} GB needed, {free / 1e9:.1f} GB free")
+    if need > free:
+        raise BenchError(
+            f"{server.backend}: {records:,} records need about {need / 1e9:.1f} GB, "
+            f"{where} has {free / 1e9:.1f} GB free: pass a smaller --scale-records"
+        )
 
 
 async def _build(run: Run, server: Server, label: str, shape: background.Shape) -> Built:
@@ -201,7 +239,7 @@ async def _append(run: Run, server: Server, pair: Pair, stores: Stores, tag: str
     for built, store in zip(pair, stores, strict=True):
         feed = itertools.cycle(messages)
         calls.append(_bind(store.append, built.loaded.middle_id, feed))
-    big_s, quick_s = await compare(*calls, reps=s.append_reps, warmup=s.append_warmup)
+    big_s, quick_s = await compare(*calls, reps=REPS * s.append_reps, warmup=s.append_warmup)
     return [Result(f"S1 append one message {tag}", server.backend, big_s, quick_s, GOAL)]
 
 
@@ -221,7 +259,7 @@ async def _context(run: Run, server: Server, pair: Pair, stores: Stores, tag: st
         got = len(await store.context(built.long_id))
         if got != s.keep + 1:
             raise BenchError(f"{built.label}: context has {got} messages, not {s.keep} + summary")
-    big_s, quick_s = await compare(big_call, quick_call, reps=s.context_reps, warmup=5)
+    big_s, quick_s = await compare(big_call, quick_call, reps=REPS * s.context_reps, warmup=5)
     name = f"S2 context {count(s.long_session)} records (keeps {s.keep}) {tag}"
     return [Result(name, server.backend, big_s, quick_s, GOAL)]
 
@@ -255,7 +293,7 @@ async def _deep_page(
         ):
             raise BenchError(f"{built.label}: page {page} of {s.page_size} is not full")
         calls.append(_call(store.list_sessions, limit=s.page_size, cursor=cursor))
-    big_s, quick_s = await compare(*calls, reps=s.list_reps, warmup=5)
+    big_s, quick_s = await compare(*calls, reps=REPS * s.list_reps, warmup=5)
     name = f"S3 list page {page} of {s.page_size} {tag}"
     return [Result(name, server.backend, big_s, quick_s, GOAL)]
 
@@ -265,7 +303,7 @@ async def _fork(run: Run, server: Server, pair: Pair, stores: Stores, tag: str) 
     big_call, quick_call = (
         _call(store.fork, built.long_id) for built, store in zip(pair, stores, strict=True)
     )
-    big_s, quick_s = await compare(big_call, quick_call, reps=s.fork_reps, warmup=3)
+    big_s, quick_s = await compare(big_call, quick_call, reps=REPS * s.fork_reps, warmup=3)
     name = f"S4 fork a {count(s.long_session)}-record session {tag}"
     return [Result(name, server.backend, big_s, quick_s, GOAL)]
 
@@ -287,10 +325,11 @@ async def _import(run: Run, server: Server, pair: Pair, stores: Stores, tag: str
         await _vacuum(built.db)
         return elapsed
 
-    await once(pair[1], stores[1])  # warm-up: the parse of every file, on the quick side
+    for side in (0, 1):  # warm-up: the files in the page cache, each store's statements
+        await once(pair[side], stores[side])
     times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(s.import_reps):
-        for side in (0, 1):
+    for rep in range(REPS * s.import_reps):
+        for side in (0, 1) if rep % 2 == 0 else (1, 0):
             times[side].append(await once(pair[side], stores[side]))
     big_s, quick_s = statistics.median(times[0]), statistics.median(times[1])
     name = f"S5 import {s.import_files} Claude Code files, {count(total)} lines {tag}"
