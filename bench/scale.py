@@ -77,6 +77,7 @@ async def scale_figures(run: Run, server: Server) -> list[Result]:
     small_shape, big_shape = shapes(
         run.sizes, server.backend, run.scale_records, run.scale_sessions
     )
+    await _check_disk(run, server, small_shape.records + big_shape.records)
     pair = []
     for label, shape in (("quick", small_shape), ("scale", big_shape)):
         pair.append(await _build(run, server, label, shape))

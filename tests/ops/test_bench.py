@@ -222,3 +222,32 @@ def test_background_mix() -> None:
         assert order[parent[0]] < order[child[0]]
         assert 0 < child[-1] <= parent[8]
     assert 19_000 < sum(kinds.values()) < 23_000
+
+
+def test_bench_scale_refuses_a_size_the_disk_cannot_hold(postgres, tmp_path: Path) -> None:
+    """A big database that cannot fit is refused before a row is loaded, with the flag
+    that scales it down; the run's databases are dropped all the same."""
+    if postgres.admin_url is None:
+        pytest.skip(f"the benchmark needs Postgres: {postgres.reason}")
+    env = {
+        **os.environ,
+        "SESSIONDB_BENCH_DATABASE_URL": postgres.admin_url.render_as_string(hide_password=False),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--scale", "--tiny", "--scale-records", str(10**13)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "loading" not in proc.stderr
+    for backend in ("postgres", "sqlite"):
+        assert f"FAILED scale on {backend}: {backend}: 10,000,000,000,400 records need" in (
+            proc.stderr
+        ), proc.stderr[-3000:]
+    assert "pass a smaller --scale-records" in proc.stderr
+    prefix = re.search(r"databases are (sessiondb_bench_\w+)_\*", proc.stderr)
+    assert prefix is not None, proc.stderr
+    assert prefix.group(1) not in _databases(postgres.admin_url)
