@@ -12,6 +12,7 @@ both, interleaved (``timing.compare``): the ratio is scale / quick, goal <= 1.25
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import sqlite3
 import statistics
@@ -82,6 +83,9 @@ async def scale_figures(run: Run, server: Server) -> list[Result]:
     for label, shape in (("quick", small_shape), ("scale", big_shape)):
         pair.append(await _build(run, server, label, shape))
         run.footprints.append(pair[-1].footprint)
+    # The loads leave gigabytes of dirty pages for the kernel to write back: flushed
+    # here, not under the figures' commits (figure 9 found the same, see _clean_slate).
+    os.sync()
     quick, big = pair
     tag = f"({about(big.loaded.records)} vs {about(quick.loaded.records)} records)"
     results: list[Result] = []
