@@ -12,12 +12,13 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, contention, figures, replicas, startup, telemetry, turns
+from . import agents, contention, figures, replicas, scale, startup, telemetry, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
-from .report import Result, table
+from .report import Result, footprint_table, table
 from .sizes import for_mode
 
 Figure = Callable[[figures.Run, Server], Awaitable[list[Result]]]
@@ -76,6 +77,17 @@ floors (the bare driver on the same tables, same run):
      sessiondb's own time)"""
 
 
+SCALE_NOTES = """\
+--scale: each figure on the big database beside the same figure on the quick-size one
+(the "floor" column), interleaved in one run; goal: scale / quick <= 1.25.
+  S1 store.append of one message to a session from the middle of the year
+  S2 store.context of a compacted session (the same one, imported into both)
+  S3 a deep page of list_sessions (keyset; page 200 of 50 unless the quick one is smaller)
+  S4 store.fork of that compacted session
+  S5 store.import_path of figure 8's Claude Code directory (deleted again after each run)
+  S6 search: a place kept for it (store.search is not in this sessiondb yet)"""
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
@@ -108,7 +120,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="run on these backends (default both)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated data")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="instead of figures 1-12: append, context, a deep page, a fork and an import "
+        "on a database a year old (10M records on Postgres, 2M on SQLite), each as a ratio "
+        "to the same figure on a quick-size database in the same run; and the bytes per "
+        "record and ANALYZE time of both (--tiny: a tiny size that only proves it runs)",
+    )
+    parser.add_argument(
+        "--scale-records",
+        metavar="N",
+        type=_positive,
+        help="--scale: records of the big database on each backend (default 10M / 2M)",
+    )
+    parser.add_argument(
+        "--scale-sessions",
+        metavar="N",
+        type=_positive,
+        help="--scale: sessions of the big database (default: one per 100 records)",
+    )
+    args = parser.parse_args(argv)
+    if (args.scale_records or args.scale_sessions) and not args.scale:
+        parser.error("--scale-records and --scale-sessions go with --scale")
+    if args.scale and args.only:
+        parser.error("--scale runs its own figures; --only is for figures 1-12")
+    return args
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def revision() -> str:
@@ -139,9 +183,15 @@ class Log:
         print(f"[{perf_counter() - self.start:7.1f} s] {text}", file=sys.stderr, flush=True)
 
 
-async def run(args: argparse.Namespace, log: Log) -> tuple[list[Result], list[str]]:
-    sizes = for_mode(args.quick, args.tiny)
-    numbers = sorted(set(args.only or FIGURES))
+async def run(
+    args: argparse.Namespace, log: Log
+) -> tuple[list[Result], list[str], figures.Run | None]:
+    # --scale measures its figures at figure 4-8's quick sizes on both databases.
+    sizes = for_mode(args.quick or args.scale, args.tiny)
+    if args.scale:
+        sizes = replace(sizes, mode=f"scale ({sizes.mode} figures)")
+    numbers = [] if args.scale else sorted(set(args.only or FIGURES))
+    context: figures.Run | None = None
     results: list[Result] = []
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="sessiondb-bench-") as tmp:
@@ -162,7 +212,22 @@ async def run(args: argparse.Namespace, log: Log) -> tuple[list[Result], list[st
                 f"Python {platform.python_version()}, {', '.join(versions)}",
                 flush=True,
             )
-            context = figures.Run(sizes=sizes, seed=args.seed, workdir=Path(tmp), log=log)
+            context = figures.Run(
+                sizes=sizes,
+                seed=args.seed,
+                workdir=Path(tmp),
+                log=log,
+                scale_records=args.scale_records,
+                scale_sessions=args.scale_sessions,
+            )
+            if args.scale:
+                for server in servers:
+                    log(f"scale on {server.backend}")
+                    try:
+                        results += await scale.scale_figures(context, server)
+                    except Exception as exc:
+                        traceback.print_exc()
+                        failures.append(f"scale on {server.backend}: {exc}")
             for number in numbers:
                 title, figure, backends = FIGURES[number]
                 for server in servers:
@@ -177,24 +242,35 @@ async def run(args: argparse.Namespace, log: Log) -> tuple[list[Result], list[st
         finally:
             for server in servers:
                 await server.cleanup()
-    return results, failures
+    return results, failures, context
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = Log()
     try:
-        results, failures = asyncio.run(run(args, log))
+        results, failures, context = asyncio.run(run(args, log))
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     print()
     print(table(results))
     print()
-    print(FLOORS)
+    footprints = [] if context is None else context.footprints
+    if args.scale:
+        print(SCALE_NOTES)
+        print()
+        print(footprint_table(footprints))
+    else:
+        print(FLOORS)
     if args.json is not None:
-        args.json.write_text(json.dumps([r.to_json() for r in results], indent=2) + "\n")
+        rows = [r.to_json() for r in results]
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
         log(f"wrote {args.json}")
+        if footprints:
+            sizes_json = args.json.with_name(args.json.stem + ".footprint.json")
+            sizes_json.write_text(json.dumps([f.to_json() for f in footprints], indent=2) + "\n")
+            log(f"wrote {sizes_json}")
     log(f"done in {perf_counter() - log.start:.1f} s")
     for failure in failures:
         print(f"bench: FAILED {failure}", file=sys.stderr)

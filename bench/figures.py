@@ -26,7 +26,7 @@ from sessiondb import SessionStore
 from . import data
 from .databases import BenchError, Database, Server
 from .floors import ParsedFile, open_floor, parse_file, replay_jsonl
-from .report import Goal, Result
+from .report import Footprint, Goal, Result
 from .sizes import Sizes, count
 from .timing import compare
 
@@ -43,6 +43,11 @@ class Run:
     log: Callable[[str], None]
     _corpus: data.Corpus | None = None
     long_sessions: dict[str, LongSession] = field(default_factory=dict)
+    # --scale: the big background's size when given (--scale-records, --scale-sessions),
+    # and each database's footprint, printed after the table
+    scale_records: int | None = None
+    scale_sessions: int | None = None
+    footprints: list[Footprint] = field(default_factory=list)
 
     @property
     def corpus(self) -> data.Corpus:
@@ -64,7 +69,7 @@ class LongSession:
     jsonl: Path
 
 
-async def _compacted(
+async def compacted(
     store: SessionStore, messages: list[dict[str, Any]], keep: int
 ) -> tuple[str, int]:
     (session_id,) = await store.import_sessions([{"messages": messages}])
@@ -88,9 +93,9 @@ async def long_session(run: Run, server: Server) -> LongSession:
     started = perf_counter()
     messages = data.conversation(s.long_session, run.seed, "long", run.corpus)
     async with SessionStore.open(db.url) as store:
-        long_id, long_first_kept = await _compacted(store, messages, s.keep)
+        long_id, long_first_kept = await compacted(store, messages, s.keep)
         short = data.conversation(s.short_session, run.seed, "short", run.corpus)
-        short_id, short_first_kept = await _compacted(store, short, s.keep)
+        short_id, short_first_kept = await compacted(store, short, s.keep)
     jsonl = run.workdir / f"long-{server.backend}.jsonl"
     data.write_jsonl(jsonl, messages, long_first_kept)
     await server.settle(db)

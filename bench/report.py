@@ -106,3 +106,69 @@ def table(results: list[Result]) -> str:
     out = [line(HEADERS), line(tuple("-" * w for w in widths))]
     out += [line(row) for row in rows]
     return "\n".join([*out, "", *NOTES])
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a ``--scale`` database holds and what it costs on disk; bytes per record
+    are the records table's (the sessions table's are over the same record count)."""
+
+    backend: str
+    label: str  # "scale" | "quick"
+    records: int
+    sessions: int
+    load_s: float
+    records_table: int  # bytes: Postgres heap + TOAST, SQLite the table's pages
+    records_indexes: int
+    sessions_table: int
+    sessions_indexes: int
+    analyze_s: float  # ANALYZE of every column of every table
+    sessiondb_analyze_s: float  # the ANALYZE sessiondb runs after a bulk import (Postgres)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__}
+
+
+FOOTPRINT_HEADERS = (
+    "backend", "database", "records", "sessions", "load", "records/s", "table B/rec",
+    "index B/rec", "sessions B/session", "ANALYZE", "sessiondb ANALYZE",
+)  # fmt: skip
+
+
+def footprint_table(rows: list[Footprint]) -> str:
+    cells = [
+        (
+            f.backend,
+            f.label,
+            f"{f.records:,}",
+            f"{f.sessions:,}",
+            seconds(f.load_s),
+            f"{f.records / f.load_s:,.0f}",
+            f"{f.records_table / f.records:.0f}",
+            f"{f.records_indexes / f.records:.0f}",
+            f"{(f.sessions_table + f.sessions_indexes) / f.sessions:.0f}",
+            seconds(f.analyze_s),
+            "-"
+            if f.sessiondb_analyze_s != f.sessiondb_analyze_s
+            else seconds(f.sessiondb_analyze_s),
+        )
+        for f in rows
+    ]
+    widths = [max(len(x) for x in col) for col in zip(FOOTPRINT_HEADERS, *cells, strict=True)]
+
+    def line(row: tuple[str, ...]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+
+    out = [line(FOOTPRINT_HEADERS), line(tuple("-" * w for w in widths))]
+    return "\n".join([*out, *(line(row) for row in cells), "", *FOOTPRINT_NOTES])
+
+
+FOOTPRINT_NOTES = (
+    "B/rec: bytes per record of the records table (Postgres: heap + TOAST; SQLite: its",
+    "  pages, dbstat) and of its indexes (pg_indexes_size; SQLite: the indexes' pages).",
+    "ANALYZE: of every table and column (SQLite: its statistics removed again afterwards,",
+    "  as sessiondb's plans run without them); sessiondb ANALYZE: the one an import runs.",
+)

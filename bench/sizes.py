@@ -49,8 +49,17 @@ class Sizes:
     big_file_lines: int
     # 10. OpenAI Agents SDK sessions: items in the long session
     agents_items: int
-    # 13. start-up: runs of each command (and of the bare interpreter), after a warm-up
+    # 14. start-up: runs of each command (and of the bare interpreter), after a warm-up
     startup_runs: int = 21
+    # --scale: the big background's records per backend (sessions: one per
+    # ``scale_records_per_session`` records, never fewer than the small one's), and the
+    # small background the same figures are measured on for the ratio (figure 5's quick
+    # data set: 20k sessions, here of one turn each)
+    scale_records_postgres: int = 10_000_000
+    scale_records_sqlite: int = 2_000_000
+    scale_records_per_session: int = 100
+    scale_small_records: int = 80_000
+    scale_small_sessions: int = 20_000
 
 
 FULL = Sizes(
@@ -140,6 +149,11 @@ TINY = replace(
     big_file_lines=400,
     agents_items=400,
     startup_runs=1,
+    scale_records_postgres=4000,
+    scale_records_sqlite=4000,
+    scale_records_per_session=10,
+    scale_small_records=400,
+    scale_small_sessions=100,
 )
 
 

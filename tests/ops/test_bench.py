@@ -124,3 +124,134 @@ def test_bench_adk_tiny_runs(postgres, tmp_path: Path) -> None:
     for figure in ("append_event", "get_session", "num_recent_events", "list_sessions"):
         assert figure in proc.stdout, proc.stdout
     assert "DatabaseSessionService" in proc.stdout
+
+
+def test_bench_scale_tiny_reports_every_figure(postgres, tmp_path: Path) -> None:
+    """``python -m bench --scale --tiny --scale-records 3000``: the scale path (bulk load
+    of the background, footprints, each figure as a scale / quick ratio) runs on both
+    backends, and the background it loads is what it says: the records and sessions in
+    the footprint, compactions, tombstones and forks among them."""
+    if postgres.admin_url is None:
+        message = f"the benchmark needs Postgres: {postgres.reason}"
+        if os.environ.get("SESSIONDB_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message + " (SESSIONDB_REQUIRE_POSTGRES=1)")
+        pytest.skip(message)
+    out = tmp_path / "scale.json"
+    env = {
+        **os.environ,
+        "SESSIONDB_BENCH_DATABASE_URL": postgres.admin_url.render_as_string(hide_password=False),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--scale", "--tiny", "--scale-records", "3000",
+         "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    rows = json.loads(out.read_text())
+    for row in rows:
+        assert set(row) == KEYS, row
+        assert row["goal"] == "<= 1.25", row
+        assert isinstance(row["ratio"], float) and row["ratio"] > 0, row
+        assert row["figure"] in proc.stdout
+    assert {(row["figure"].split()[0], row["backend"]) for row in rows} == {
+        (f"S{n}", b) for n in range(1, 6) for b in ("postgres", "sqlite")
+    }
+    assert "scale (tiny figures) mode" in proc.stdout.splitlines()[0]
+    footprints = json.loads((tmp_path / "scale.footprint.json").read_text())
+    assert {(f["backend"], f["label"]) for f in footprints} == {
+        (b, label) for b in ("postgres", "sqlite") for label in ("quick", "scale")
+    }
+    for f in footprints:
+        assert f["records_table"] > 0 and f["records_indexes"] > 0, f
+        assert f["analyze_s"] > 0, f
+        if f["label"] == "scale":
+            # whole turns of four, plus the overlays: about the records asked for
+            assert 3000 <= f["records"] < 3600, f
+            assert f["sessions"] == 300, f  # one per 10 records at tiny size
+    assert "table B/rec" in proc.stdout
+    prefix = re.search(r"databases are (sessiondb_bench_\w+)_\*", proc.stderr)
+    assert prefix is not None, proc.stderr
+    assert prefix.group(1) not in _databases(postgres.admin_url)
+
+
+def test_background_mix() -> None:
+    """The background generator's rows, without a database: every session's records are
+    gapless from its fork point on and end at its head; the mix has compactions that
+    keep a user message, tombstones of a message, and forks of an earlier session."""
+    from bench import background, data
+
+    plan = background.Plan(background.Shape(20_000, 200), seed=0)
+    pool = background.turn_pool(0, data.Corpus(0))
+    clock = background.Clock(len(plan.order))
+    ids = background.session_ids(plan, clock)
+    heads = {row[0]: row for row in background.session_rows(plan, ids, pool, clock, lambda at: at)}
+    seqs: dict[str, list[int]] = {}
+    kinds: dict[str, int] = {}
+    by_key: dict[tuple[str, int], tuple[object, ...]] = {}
+    for row in background.record_rows(plan, ids, pool, clock, lambda at: at):
+        seqs.setdefault(row[0], []).append(row[1])
+        kinds[row[2]] = kinds.get(row[2], 0) + 1
+        by_key[(row[0], row[1])] = row
+    assert set(seqs) == set(heads)
+
+    def messages_upto(sid: str, seq: int) -> int:
+        """Messages of the session's lineage with seq <= ``seq``."""
+        head = heads[sid]
+        own = sum(1 for s in seqs[sid] if s <= seq and by_key[(sid, s)][2] == "message")
+        return own + (0 if head[-2] is None else messages_upto(head[-2], head[-1]))
+
+    for sid, got in seqs.items():
+        head = heads[sid]  # (id, ..., last_seq [8], message_count [9], ..., parent, fork_seq)
+        start = (head[-1] or 0) + 1
+        assert got == list(range(start, head[8] + 1)), sid  # gapless, in order, to last_seq
+        assert head[9] == messages_upto(sid, head[8]), sid
+    compactions = [r for r in by_key.values() if r[2] == "compaction"]
+    tombstones = [r for r in by_key.values() if r[2] == "tombstone"]
+    assert compactions and tombstones, kinds
+    for r in compactions:
+        kept = by_key[(r[0], r[8])]
+        assert (kept[2], kept[3]) == ("message", "user"), r[:4]
+    for r in tombstones:
+        assert by_key[(r[0], r[7])][2] == "message", r[:4]
+    forks = [h for h in heads.values() if h[-2] is not None]
+    assert forks
+    order = {sid: i for i, sid in enumerate(ids)}
+    for child in forks:
+        parent = heads[child[-2]]
+        assert order[parent[0]] < order[child[0]]
+        assert 0 < child[-1] <= parent[8]
+    assert 19_000 < sum(kinds.values()) < 23_000
+
+
+def test_bench_scale_refuses_a_size_the_disk_cannot_hold(postgres, tmp_path: Path) -> None:
+    """A big database that cannot fit is refused before a row is loaded, with the flag
+    that scales it down; the run's databases are dropped all the same."""
+    if postgres.admin_url is None:
+        pytest.skip(f"the benchmark needs Postgres: {postgres.reason}")
+    env = {
+        **os.environ,
+        "SESSIONDB_BENCH_DATABASE_URL": postgres.admin_url.render_as_string(hide_password=False),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--scale", "--tiny", "--scale-records", str(10**13)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "loading" not in proc.stderr
+    for backend in ("postgres", "sqlite"):
+        assert f"FAILED scale on {backend}: {backend}: 10,000,000,000,400 records need" in (
+            proc.stderr
+        ), proc.stderr[-3000:]
+    assert "pass a smaller --scale-records" in proc.stderr
+    prefix = re.search(r"databases are (sessiondb_bench_\w+)_\*", proc.stderr)
+    assert prefix is not None, proc.stderr
+    assert prefix.group(1) not in _databases(postgres.admin_url)
