@@ -49,6 +49,10 @@ class Sizes:
     big_file_lines: int
     # 10. OpenAI Agents SDK sessions: items in the long session
     agents_items: int
+    # 13. tasks of one process appending to one session: tasks, appends each, rounds
+    tasks: int = 8
+    task_appends: int = 50
+    task_reps: int = 15
 
 
 FULL = Sizes(
@@ -82,6 +86,9 @@ FULL = Sizes(
     export_reps=7,
     big_file_lines=100_000,
     agents_items=20_000,
+    tasks=8,
+    task_appends=50,
+    task_reps=15,
 )
 
 # The deep page (200 x 50) still lies inside 20k sessions; the long session is 20k
@@ -106,6 +113,7 @@ QUICK = replace(
     import_reps=3,
     export_reps=9,
     big_file_lines=20_000,
+    task_reps=9,
 )
 
 # Only proves that every figure still runs (the smoke test): seconds, not a measurement.
@@ -136,6 +144,8 @@ TINY = replace(
     export_reps=1,
     big_file_lines=400,
     agents_items=400,
+    task_appends=5,
+    task_reps=1,
 )
 
 

@@ -36,6 +36,7 @@ ordered by the head's row lock, as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -103,9 +104,17 @@ class Call:
     rows: list[NewRecord]
     expected_seq: int | None
     uuids: Sequence[str]
-    result: asyncio.Future[list[Record]]
+    wake: asyncio.Future[None]  # done once ``outcome`` is in (the caller awaits it)
+    outcome: list[Record] | BaseException | None = None
     taken: bool = False  # its batch has started: a cancel now waits for the batch
-    abandoned: bool = False  # cancelled once taken: not run again on its own
+    gone: bool = False  # cancelled: not sent (before its batch), not run again alone
+
+    def settle(self, outcome: list[Record] | BaseException) -> None:
+        """Hand the caller its outcome (the first one given counts)."""
+        if self.outcome is None:
+            self.outcome = outcome
+            if not self.wake.done():
+                self.wake.set_result(None)
 
 
 @dataclass(eq=False, slots=True)
@@ -147,12 +156,12 @@ class Combiner:
             return await self._appender.append_alone(session_id, rows, expected_seq, uuids)
         call = Call(rows, expected_seq, uuids, loop.create_future())
         lane.waiting.append(call)
-        return await _wait(call)
+        return await _wait(call, loop)
 
     def _hand_over(self, session_id: str, lane: _Lane) -> None:
         """After the append in flight: send the calls that came meanwhile, or close the
         lane."""
-        if any(not c.result.done() for c in lane.waiting):
+        if any(not c.gone for c in lane.waiting):
             self._appender.in_background(self._drain(session_id, lane))
         elif self._lanes.get(session_id) is lane:
             del self._lanes[session_id]
@@ -162,19 +171,22 @@ class Combiner:
         batch: list[Call] = []
         try:
             while True:
-                batch = [c for c in lane.waiting if not c.result.done()]
+                batch = [c for c in lane.waiting if not c.gone]
                 lane.waiting = []
                 if not batch:
                     return
                 for call in batch:
                     call.taken = True
                 await self._run(session_id, batch)
+                # One turn of the loop (not a timer): the callers just answered run, and
+                # those that append again at once join the next batch instead of each
+                # round starting with one of them alone.
+                await asyncio.sleep(0)
         finally:
             if self._lanes.get(session_id) is lane:
                 del self._lanes[session_id]
-            for call in (*batch, *lane.waiting):  # only when the drain itself was cancelled
-                if not call.result.done():
-                    call.result.cancel()
+            for call in (*batch, *lane.waiting):  # unsettled only if the drain was cancelled
+                call.settle(asyncio.CancelledError())
 
     async def _run(self, session_id: str, batch: list[Call]) -> None:
         """One batch: every call's outcome delivered to it."""
@@ -208,8 +220,8 @@ class Combiner:
             for call in batch:
                 if call.uuids:
                     await self._alone(session_id, call)
-                elif not call.result.done():
-                    call.result.set_exception(exc)
+                else:
+                    call.settle(exc)
         except SessionDBError:
             # Refused by the database as a whole (a constraint, a value): one call at a
             # time, in order, so that the bad one fails alone and the others land.
@@ -217,16 +229,11 @@ class Combiner:
                 await self._alone(session_id, call)
         else:
             for call, outcome in zip(batch, outcomes, strict=True):
-                if call.result.done():
-                    continue
-                if isinstance(outcome, SessionDBError):
-                    call.result.set_exception(outcome)
-                else:
-                    call.result.set_result(outcome)
+                call.settle(outcome)
 
     async def _alone(self, session_id: str, call: Call) -> None:
-        if call.abandoned:
-            call.result.cancel()  # cancelled, and nothing of it was written
+        if call.gone:
+            call.settle(asyncio.CancelledError())  # cancelled; nothing of it was written
         else:
             await _deliver(call, self._appender.append_alone(session_id, *_args(call)))
 
@@ -239,40 +246,41 @@ async def _deliver(call: Call, work: Awaitable[list[Record]]) -> None:
     try:
         records = await work
     except asyncio.CancelledError:
-        call.result.cancel()
+        call.settle(asyncio.CancelledError())
         raise
     except Exception as exc:
-        if not call.result.done():
-            call.result.set_exception(exc)
+        call.settle(exc)
     else:
-        if not call.result.done():
-            call.result.set_result(records)
+        call.settle(records)
 
 
 def _fail_all(batch: Sequence[Call], exc: BaseException) -> None:
     for call in batch:
-        if not call.result.done():
-            call.result.set_exception(exc)
+        call.settle(exc)
 
 
-async def _wait(call: Call) -> list[Record]:
+async def _wait(call: Call, loop: asyncio.AbstractEventLoop) -> list[Record]:
     """The caller's wait for its outcome. A cancel before the batch starts takes the call
     out; after, it waits for the batch, and a commit that happened is returned."""
+    cancelled = False
     try:
-        return await asyncio.shield(call.result)
+        await call.wake
     except asyncio.CancelledError:
-        if not call.taken or call.result.cancelled():
-            call.result.cancel()
+        call.gone = True
+        if not call.taken:
             raise
-        call.abandoned = True
-    while True:
-        try:
-            return await asyncio.shield(call.result)
-        except asyncio.CancelledError:
-            if call.result.cancelled():
-                raise
-        except BaseException:
+        cancelled = True
+        while call.outcome is None:
+            call.wake = loop.create_future()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call.wake
+    outcome = call.outcome
+    assert outcome is not None
+    if isinstance(outcome, BaseException):
+        if cancelled:
             raise asyncio.CancelledError() from None
+        raise outcome
+    return outcome
 
 
 async def _combined_in(
