@@ -183,6 +183,8 @@ class SQLiteBackend:
         self._local = threading.local()
         self._inline_reader: sqlite3.Connection | None = None
         self._short_reads: dict[str, bool] = {}
+        # The head bump and the insert of an append, by (expected, lean).
+        self._append_sql: dict[tuple[bool, bool], tuple[Compiled, Compiled]] = {}
         self._version_conn: sqlite3.Connection | None = None
         if self._memory:
             self._writer = connect(self._path, memory=True)
@@ -380,10 +382,14 @@ class SQLiteBackend:
         return await retrying(once)
 
     def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled]:
-        return (
-            self._compile(q.bump_head(head.get("expected") is not None)),
-            self._compile(q.insert_rows(records.name)),
-        )
+        key = (head.get("expected") is not None, _lean(head))
+        found = self._append_sql.get(key)
+        if found is None:
+            found = self._append_sql[key] = (
+                self._compile(q.bump_head(*key)),
+                self._compile(q.insert_rows(records.name)),
+            )
+        return found
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Transaction]:
@@ -533,10 +539,25 @@ def _append(
         return None
     first = int(found[0]) - len(rows) + 1
     sid = head["sid"]
-    conn.executemany(
-        insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
-    )
+    if len(rows) == 1:  # execute costs ~1 µs less than executemany of one row
+        r = rows[0]
+        conn.execute(insert.sql, (sid, first, r[0], r[1], at, *r[2:]))
+    else:
+        conn.executemany(
+            insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
+        )
     return first
+
+
+def _lean(head: Mapping[str, Any]) -> bool:
+    """Whether an append moves only the seq, the message count and the activity time
+    (:func:`statements.bump_head`'s ``lean``)."""
+    return (
+        head["name"] is None
+        and not head["d_cost"]
+        and not (head["d_input"] or head["d_output"] or head["d_cache_read"])
+        and not head["d_cache_write"]
+    )
 
 
 class _Abandoned(Exception):

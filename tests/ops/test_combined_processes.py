@@ -7,6 +7,7 @@ The workers run in processes started with the "spawn" method, as replicas would.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import uuid
 from collections import defaultdict
@@ -105,7 +106,7 @@ async def test_processes_with_many_tasks_each_combine_and_lose_nothing(pg_url: s
     for key, seen in order.items():
         assert seen == sorted(seen), f"task {key} out of order"
         # A call's messages sit side by side: nothing of another call between them.
-    for r, nxt in zip(records, records[1:], strict=False):
+    for r, nxt in itertools.pairwise(records):
         a = TEXT.match(r.message.text() if r.message else "")
         b = TEXT.match(nxt.message.text() if nxt.message else "")
         assert a and b
