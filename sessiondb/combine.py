@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from .backends import Transaction
+from .backends import IntegrityViolation, Transaction
 from .errors import (
     BusyError,
     DatabaseUnavailableError,
@@ -222,11 +222,13 @@ class Combiner:
                     await self._alone(session_id, call)
                 else:
                     call.settle(exc)
-        except SessionDBError:
+        except (SessionDBError, IntegrityViolation):
             # Refused by the database as a whole (a constraint, a value): one call at a
             # time, in order, so that the bad one fails alone and the others land.
             for call in batch:
                 await self._alone(session_id, call)
+        except Exception as exc:  # not the database's answer: each call would meet it
+            _fail_all(batch, exc)
         else:
             for call, outcome in zip(batch, outcomes, strict=True):
                 call.settle(outcome)
