@@ -97,7 +97,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         nargs="+",
         choices=sorted(FIGURES),
-        help="run only these figures (1-12)",
+        help="run only these figures (1-13)",
     )
     parser.add_argument(
         "--backend",
