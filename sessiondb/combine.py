@@ -161,7 +161,7 @@ class Combiner:
     def _hand_over(self, session_id: str, lane: _Lane) -> None:
         """After the append in flight: send the calls that came meanwhile, or close the
         lane."""
-        if any(not c.gone for c in lane.waiting):
+        if lane.waiting and any(not c.gone for c in lane.waiting):
             self._appender.in_background(self._drain(session_id, lane))
         elif self._lanes.get(session_id) is lane:
             del self._lanes[session_id]
