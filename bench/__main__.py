@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, contention, figures, replicas, scale, startup, telemetry, turns
+from . import agents, combined, contention, figures, replicas, scale, startup, telemetry, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, footprint_table, table
 from .sizes import for_mode
@@ -39,6 +39,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     12: ("read replicas", replicas.replica_reads, ("postgres",)),
     13: ("telemetry overhead", telemetry.telemetry_overhead, BOTH),
     14: ("start-up", startup.startup, ("sqlite",)),
+    15: ("tasks appending to one session", combined.combined_appends, ("postgres",)),
 }
 
 FLOORS = """\
@@ -74,7 +75,12 @@ floors (the bare driver on the same tables, same run):
      method as defined, before sessiondb.telemetry wrapped it), no provider configured
  14 not the driver: the bare interpreter, python -c pass, started the same way in turns
      with each command (whole processes, from start to exit; the goals are on
-     sessiondb's own time)"""
+     sessiondb's own time)
+ 15 8 tasks of one process, each appending one message at a time to one session: the bare
+     driver (an asyncpg connection per task, the one-statement bump-and-insert); and not a
+     floor but the alternative, langchain-postgres's PostgresChatMessageHistory (a psycopg
+     async connection per task, aadd_messages of one message; needs sessiondb[bench],
+     skipped without it)"""
 
 
 SCALE_NOTES = """\

@@ -60,6 +60,10 @@ class Sizes:
     scale_records_per_session: int = 100
     scale_small_records: int = 80_000
     scale_small_sessions: int = 20_000
+    # 15. tasks of one process appending to one session: tasks, appends each, rounds
+    tasks: int = 8
+    task_appends: int = 50
+    task_reps: int = 15
 
 
 FULL = Sizes(
@@ -93,6 +97,9 @@ FULL = Sizes(
     export_reps=7,
     big_file_lines=100_000,
     agents_items=20_000,
+    tasks=8,
+    task_appends=50,
+    task_reps=15,
 )
 
 # The deep page (200 x 50) still lies inside 20k sessions; the long session is 20k
@@ -118,6 +125,7 @@ QUICK = replace(
     export_reps=9,
     big_file_lines=20_000,
     startup_runs=11,
+    task_reps=9,
 )
 
 # Only proves that every figure still runs (the smoke test): seconds, not a measurement.
@@ -154,6 +162,8 @@ TINY = replace(
     scale_records_per_session=10,
     scale_small_records=400,
     scale_small_sessions=100,
+    task_appends=5,
+    task_reps=1,
 )
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
+from .combine import Combiner
 from .config import Settings
 from .context import splits_tool_pair
 from .errors import (
@@ -152,6 +153,8 @@ class Core:
         self.primary: Backend = getattr(self.backend, "primary", self.backend)
         self.named = NamedSessions()
         self.turn_wakeups = TurnWakeups()
+        # Concurrent appends to one session, sent as one (sessiondb.combine).
+        self.combiner = Combiner(self)
         # The change feed (sessiondb.feed), made by the first watch.
         self.feed: Stoppable | None = None
         # False once a read found no turns table (code ahead of ``migrate`` in a rolling
@@ -281,7 +284,10 @@ class Core:
     ) -> list[Record]:
         """Append ``rows``; the stored records of uuids stored already come back in their
         place. ``fence``: run first inside the append's transaction (a turn's lease
-        check); what it raises aborts the append."""
+        check); what it raises aborts the append.
+
+        Without a fence, appends of other tasks to the same session at the same moment
+        are combined with this one (:mod:`sessiondb.combine`)."""
         check_expected_seq(expected_seq)
         uuids = [r.uuid for r in rows if r.uuid is not None]
         if len(set(uuids)) != len(uuids):
@@ -289,20 +295,46 @@ class Core:
         if not rows:
             await self.session(session_id)  # raises when the session is missing
             return []
-        if not uuids and fence is None:
+        if fence is not None:
+            return await self.append_transaction(
+                lambda tx: self.append_in(tx, session_id, rows, expected_seq, uuids, fence),
+                outcome_unknown_ok=bool(uuids),
+            )
+        return await self.combiner.append(session_id, rows, expected_seq, uuids)
+
+    async def append_alone(
+        self,
+        session_id: str,
+        rows: list[NewRecord],
+        expected_seq: int | None,
+        uuids: Sequence[str],
+    ) -> list[Record]:
+        """One call's append (checked), not combined with any other."""
+        if not uuids:
             return await self._append_fast(session_id, rows, expected_seq)
+        # Safe to run again whatever happened to an earlier attempt's COMMIT: the uuids
+        # it stored come back instead of being stored twice.
+        return await self.append_transaction(
+            lambda tx: self.append_in(tx, session_id, rows, expected_seq, uuids),
+            outcome_unknown_ok=True,
+        )
+
+    async def append_plain(self, session_id: str, rows: list[NewRecord]) -> list[Record]:
+        """Rows without uuids, with no expected head: one backend call."""
+        return await self._append_fast(session_id, rows, None)
+
+    async def append_transaction(
+        self, unit: Callable[[Transaction], Awaitable[T]], *, outcome_unknown_ok: bool
+    ) -> T:
+        """``unit`` (an append) in a retried transaction; run again when its uuids
+        collided with a concurrent writer's (the retry finds them stored)."""
         for _attempt in range(UUID_ATTEMPTS):
             try:
-                # Safe to run again whatever happened to an earlier attempt's COMMIT: the
-                # uuids it stored come back instead of being stored twice.
-                return await self.transact(
-                    lambda tx: self.append_in(tx, session_id, rows, expected_seq, uuids, fence),
-                    outcome_unknown_ok=bool(uuids),
-                )
+                return await self.transact(unit, outcome_unknown_ok=outcome_unknown_ok)
             except IntegrityViolation as exc:
                 if exc.constraint != UUID_CONSTRAINT:
                     raise self.integrity_error(exc) from exc
-        raise ConflictError(f"session {session_id}: uuids kept colliding with concurrent writers")
+        raise ConflictError("the session's uuids kept colliding with concurrent writers")
 
     async def _append_fast(
         self, session_id: str, rows: list[NewRecord], expected_seq: int | None
@@ -331,12 +363,7 @@ class Core:
         in their place."""
         if fence is not None:
             await fence(tx)
-        stored: dict[str, Record] = {}
-        if uuids:
-            found = await tx.fetch(
-                q.existing_uuids(session_id, self.namespace, list(uuids), self.flavour)
-            )
-            stored = {r.uuid: r for r in records_from_rows(found) if r.uuid is not None}
+        stored = await self.stored_uuids(tx, session_id, uuids) if uuids else {}
         new_rows = [r for r in rows if r.uuid is None or r.uuid not in stored]
         if not new_rows:
             return [stored[r.uuid] for r in rows if r.uuid is not None]
@@ -350,6 +377,15 @@ class Core:
         return [
             stored[r.uuid] if r.uuid is not None and r.uuid in stored else next(fresh) for r in rows
         ]
+
+    async def stored_uuids(
+        self, tx: Transaction, session_id: str, uuids: Sequence[str]
+    ) -> dict[str, Record]:
+        """The session's stored records of those of ``uuids`` it has, by uuid."""
+        found = await tx.fetch(
+            q.existing_uuids(session_id, self.namespace, list(uuids), self.flavour)
+        )
+        return {r.uuid: r for r in records_from_rows(found) if r.uuid is not None}
 
     async def _missing_or_conflict(
         self, tx: Transaction | None, session_id: str, expected_seq: int | None

@@ -64,8 +64,22 @@ class NewRecord:
     def values(self, session_id: str, seq: int, at: datetime) -> tuple[Any, ...]:
         """The row in the records table's column order: the append's values with the
         session, the seq and the time in their places."""
-        appended = self.append_values()
-        return (session_id, seq, *appended[:2], at, *appended[2:])
+        # Built in one go: an import builds one per record (~0.5 µs less than slicing
+        # append_values' tuple).
+        return (
+            session_id,
+            seq,
+            self.kind,
+            self.role,
+            at,
+            self.uuid,
+            self.parent_uuid,
+            self.tool_call_id,
+            self.target_seq,
+            self.first_kept_seq,
+            len(self.payload),
+            self.payload,
+        )
 
     def to_record(self, session_id: str, seq: int, at: datetime) -> Record:
         """The record as read back, without reading it back."""

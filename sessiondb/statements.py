@@ -781,19 +781,19 @@ def insert_rows(table_name: str) -> Insert:
 # ``d_cache_read``, ``d_cache_write``, ``d_cost`` and, when expected, ``expected``.
 
 
-def _bump_head(expected: bool, notify: bool = False) -> Update:
+def _bump_head(expected: bool, notify: bool = False, lean: bool = False) -> Update:
     s = sessions.c
     messages = bindparam("messages", type_=BigInteger())
-    stmt = (
-        update(sessions)
-        .where(s.id == SID, s.namespace == NS)
-        .values(
-            last_seq=s.last_seq + bindparam("count", type_=BigInteger()),
-            message_count=s.message_count + messages,
-            last_message_at=case(
-                (messages > const(0), bindparam("at", type_=UTCDateTime())),
-                else_=s.last_message_at,
-            ),
+    values: dict[str, Any] = {
+        "last_seq": s.last_seq + bindparam("count", type_=BigInteger()),
+        "message_count": s.message_count + messages,
+        "last_message_at": case(
+            (messages > const(0), bindparam("at", type_=UTCDateTime())),
+            else_=s.last_message_at,
+        ),
+    }
+    if not lean:
+        values.update(
             name=func.coalesce(s.name, bindparam("name", type_=Text())),
             input_tokens=s.input_tokens + bindparam("d_input", type_=BigInteger()),
             output_tokens=s.output_tokens + bindparam("d_output", type_=BigInteger()),
@@ -802,6 +802,10 @@ def _bump_head(expected: bool, notify: bool = False) -> Update:
             + bindparam("d_cache_write", type_=BigInteger()),
             cost_total=s.cost_total + bindparam("d_cost", type_=Float()),
         )
+    stmt = (
+        update(sessions)
+        .where(s.id == SID, s.namespace == NS)
+        .values(**values)
         .returning(s.last_seq)
     )
     if notify:
@@ -824,15 +828,19 @@ def _bump_head(expected: bool, notify: bool = False) -> Update:
 
 
 @cache
-def bump_head(expected: bool) -> Update:
+def bump_head(expected: bool, lean: bool = False) -> Update:
     """Allocate ``count`` seqs: ``UPDATE … SET last_seq = last_seq + :count … RETURNING
     last_seq``, also adding the message count, activity time, name and token totals.
 
     The row lock this takes serialises writers of one session and nobody else; a
     rollback undoes it with the inserts, so seqs have no gaps. No row comes back when the
     session is missing or its head is not ``expected``.
+
+    ``lean``: the append adds no tokens, no cost and no name (a user message or a tool
+    result, to a session that has its name), so only the seq, the message count and
+    the activity time are set: ~5 µs less of a SQLite append's ~60 µs of SQL.
     """
-    return _bump_head(expected)
+    return _bump_head(expected, lean=lean)
 
 
 _APPEND_TYPES: dict[str, Any] = {

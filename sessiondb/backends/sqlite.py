@@ -67,8 +67,9 @@ INLINE_READ_SECONDS = 0.001
 def timestamp(at: datetime) -> str:
     """The text a UTC time is stored as (what SQLAlchemy's SQLite DateTime writes; it sorts
     in time order). ``isoformat`` costs a fifth of ``strftime``."""
-    if at.tzinfo is not UTC:
-        at = at.astimezone(UTC)
+    if at.tzinfo is UTC:  # its isoformat, less the "+00:00" (no copy of the datetime)
+        return at.isoformat(" ", "microseconds")[:26]
+    at = at.astimezone(UTC)
     return at.replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
@@ -183,6 +184,8 @@ class SQLiteBackend:
         self._local = threading.local()
         self._inline_reader: sqlite3.Connection | None = None
         self._short_reads: dict[str, bool] = {}
+        # The head bump and the insert of an append, by (expected, lean).
+        self._append_sql: dict[tuple[bool, bool], tuple[Compiled, Compiled]] = {}
         self._version_conn: sqlite3.Connection | None = None
         if self._memory:
             self._writer = connect(self._path, memory=True)
@@ -380,10 +383,14 @@ class SQLiteBackend:
         return await retrying(once)
 
     def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled]:
-        return (
-            self._compile(q.bump_head(head.get("expected") is not None)),
-            self._compile(q.insert_rows(records.name)),
-        )
+        key = (head.get("expected") is not None, _lean(head))
+        found = self._append_sql.get(key)
+        if found is None:
+            found = self._append_sql[key] = (
+                self._compile(q.bump_head(*key)),
+                self._compile(q.insert_rows(records.name)),
+            )
+        return found
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Transaction]:
@@ -499,23 +506,25 @@ class _Transaction:
             return
         raw = self._backend._compile(q.insert_rows(table.name))
         times = [i for i, c in enumerate(table.c) if isinstance(rows[0][i], datetime)]
-        if times:
-            # The rows of one insert mostly share their timestamps: format each once.
-            texts: dict[datetime, str] = {}
-
-            def text(value: Any) -> Any:
-                if not isinstance(value, datetime):
-                    return value
-                found = texts.get(value)
-                if found is None:
-                    found = texts[value] = timestamp(value)
-                return found
-
-            if len(times) == 1:
-                (i,) = times
-                rows = [(*r[:i], text(r[i]), *r[i + 1 :]) for r in rows]
-            else:
-                rows = [tuple(text(v) if j in times else v for j, v in enumerate(r)) for r in rows]
+        if len(times) == 1:
+            # The records' one time column. Consecutive rows often share a time (the
+            # very object: a line without a time of its own takes the one before, an
+            # import of sessions one time for all): formatted once for the run. A dict
+            # of formatted times cost more than it saved: an aware datetime's hash is
+            # slow, and in a file most times differ.
+            (i,) = times
+            formatted: list[tuple[Any, ...]] = []
+            last: Any = None
+            text: Any = None
+            for r in rows:
+                value = r[i]
+                if value is not last:
+                    last = value
+                    text = timestamp(value) if isinstance(value, datetime) else value
+                formatted.append((*r[:i], text, *r[i + 1 :]))
+            rows = formatted
+        elif times:
+            rows = [tuple(_bind(v) for v in r) for r in rows]
         await self._backend._on_writer(lambda conn: _insert_many(conn, raw.sql, rows))
 
 
@@ -533,10 +542,25 @@ def _append(
         return None
     first = int(found[0]) - len(rows) + 1
     sid = head["sid"]
-    conn.executemany(
-        insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
-    )
+    if len(rows) == 1:  # execute costs ~1 µs less than executemany of one row
+        r = rows[0]
+        conn.execute(insert.sql, (sid, first, r[0], r[1], at, *r[2:]))
+    else:
+        conn.executemany(
+            insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
+        )
     return first
+
+
+def _lean(head: Mapping[str, Any]) -> bool:
+    """Whether an append moves only the seq, the message count and the activity time
+    (:func:`statements.bump_head`'s ``lean``)."""
+    return (
+        head["name"] is None
+        and not head["d_cost"]
+        and not (head["d_input"] or head["d_output"] or head["d_cache_read"])
+        and not head["d_cache_write"]
+    )
 
 
 class _Abandoned(Exception):

@@ -188,6 +188,7 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "lock": (False, True),
     "with_turns": (True, False),
     "expected": (False, True),
+    "lean": (False, True),
     "tracked": (False, True),
     "payload": ("r 1 01J00000000000000000000000 tenant",),
     "since": (_AT,),

@@ -28,6 +28,7 @@ EXPECTED = {
     ("7", "postgres"),
     ("14", "sqlite"),  # start-up: sessions list on a SQLite file
     ("14", "-"),  # start-up: --help and import sessiondb, no database
+    ("15", "postgres"),  # tasks appending to one session
 }
 # figure 12 builds its own primary and standby where it can (pg_createcluster, as root)
 if replicas.missing_tools() is None:

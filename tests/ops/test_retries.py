@@ -327,3 +327,77 @@ async def test_a_pooled_connection_that_died_silently_is_pinged_before_a_write(
             assert record.seq == 2
             texts = [r.message.text() for r in await store.records(info.id) if r.message]
             assert texts == ["before", "x"]
+
+
+async def _combined_batch_cut(
+    pg_url: str, calls: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """``calls`` combined into one batch (sessiondb.combine) that loses its connection
+    without a word while it waits for the head's lock (so does the lead before it); the
+    lock is released after. Each call's outcome (or error), and the texts stored."""
+    import asyncpg
+
+    url = make_url(pg_url)
+    async with _Proxy(str(url.host), url.port or 5432) as proxy:
+        through = url.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+        async with SessionStore.open(through) as store:
+            sid = (await store.create_session()).id
+            locker = await asyncpg.connect(
+                user=url.username, host=url.host, port=url.port, database=str(url.database)
+            )
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute("SELECT 1 FROM sessiondb_sessions WHERE id = $1 FOR UPDATE", sid)
+            lead = asyncio.create_task(store.append(sid, {"role": "user", "content": "lead"}))
+            await asyncio.sleep(0.2)  # the lead waits for the lock; the calls wait for it
+            tasks = {k: asyncio.create_task(store.append(sid, m)) for k, m in calls.items()}
+            await asyncio.sleep(0.05)
+            proxy.cut()  # the lead's connection
+            with pytest.raises(DatabaseUnavailableError):
+                await lead
+            await asyncio.sleep(0.3)  # the batch waits for the lock in its turn
+            assert store.core.combiner.batches == 1
+            proxy.cut()  # the batch's connection
+            await asyncio.sleep(0.3)
+            await tx.rollback()
+            await locker.close()
+            done = await asyncio.gather(*tasks.values(), return_exceptions=True)
+            results = dict(zip(tasks, done, strict=True))
+            await asyncio.sleep(0.2)  # a backend cut off may still be finishing
+            records = await store.records(sid)
+            assert [r.seq for r in records] == list(range(1, len(records) + 1))
+            return results, [r.message.text() for r in records if r.message]
+
+
+@pytest.mark.postgres_only
+async def test_a_combined_append_whose_outcome_is_unknown_is_not_retried_blindly(
+    pg_url: str,
+) -> None:
+    # One statement in autocommit, sent: every call learns the outcome is unknown, and
+    # the batch is stored whole or not at all.
+    calls = {k: {"role": "user", "content": k} for k in "abc"}
+    results, stored = await _combined_batch_cut(pg_url, calls)
+    for key, result in results.items():
+        assert isinstance(result, DatabaseUnavailableError), (key, result)
+        assert result.outcome_unknown and not result.retryable
+    assert [t for t in stored if t != "lead"] in ([], ["a", "b", "c"])
+
+
+@pytest.mark.postgres_only
+async def test_a_combined_append_in_a_transaction_cut_before_commit_is_run_again(
+    pg_url: str,
+) -> None:
+    # Calls with uuids go in a transaction: cut before its COMMIT, nothing was written,
+    # and the whole batch runs again; each call gets its own records, stored once.
+    calls = {
+        "a": {"role": "user", "content": "a", "uuid": str(uuid.uuid4())},
+        "b": {"role": "user", "content": "b"},
+        "c": {"role": "user", "content": "c", "uuid": str(uuid.uuid4())},
+    }
+    results, stored = await _combined_batch_cut(pg_url, calls)
+    for key, result in results.items():
+        assert not isinstance(result, BaseException), (key, result)
+        (record,) = result
+        assert record.message is not None and record.message.text() == key
+        assert stored.count(key) == 1
+    assert [t for t in stored if t != "lead"] == ["a", "b", "c"]
