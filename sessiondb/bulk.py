@@ -101,7 +101,7 @@ async def _write_batch(core: Core, batch: Batch) -> None:
     at = now()
     session_rows = [tuple(v[c] for c in q.SESSION_COLUMN_NAMES) for v, _ in batch]
     record_rows = [
-        row.values(values["id"], seq, at)
+        row.values(values["id"], seq, at, core.search_indexing)
         for values, rows in batch
         for seq, row in enumerate(rows, start=1)
     ]

@@ -155,6 +155,11 @@ class Core:
         # one), once an adapter that is called from other threads has decided it.
         self.home_loop: asyncio.AbstractEventLoop | None = None
         self.home_lock = threading.Lock()
+        # Whether writes index the text of records for search (sessiondb.search). Off
+        # for a store that must not keep plaintext beside its records (an encrypted
+        # namespace), and for the benchmark's side without the index; search then
+        # refuses to run.
+        self.search_indexing = True
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
 
@@ -293,7 +298,8 @@ class Core:
         at = now()
         delta = HeadDelta.of(rows, name=session_id not in self.named)
         head = delta.head(session_id, self.namespace, len(rows), at, expected_seq)
-        first = await self.backend.append(head, [r.append_values() for r in rows])
+        indexed = self.search_indexing
+        first = await self.backend.append(head, [r.append_values(indexed) for r in rows])
         if first is None:
             raise await self._missing_or_conflict(None, session_id, expected_seq)
         if delta.name is not None:
@@ -325,7 +331,8 @@ class Core:
         at = now()
         delta = HeadDelta.of(new_rows)
         head = delta.head(session_id, self.namespace, len(new_rows), at, expected_seq)
-        first = await tx.append(head, [r.append_values() for r in new_rows])
+        indexed = self.search_indexing
+        first = await tx.append(head, [r.append_values(indexed) for r in new_rows])
         if first is None:
             raise await self._missing_or_conflict(tx, session_id, expected_seq)
         fresh = iter(r.to_record(session_id, first + i, at) for i, r in enumerate(new_rows))
