@@ -58,13 +58,13 @@ def _arguments_text(arguments: Any, out: list[str]) -> None:
 def message_text(wire: Mapping[str, Any]) -> tuple[str, str]:
     """``(body, thinking)`` of a wire-shape message, as people read them."""
     content = wire.get("content")
-    if isinstance(content, str):
-        return content, ""
     body: list[str] = []
     thinking: list[str] = []
     tool_name = wire.get("toolName")
     if isinstance(tool_name, str):
         body.append(tool_name)
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
     for block in content if isinstance(content, list) else ():
         if not isinstance(block, Mapping):
             continue

@@ -920,7 +920,7 @@ APPEND_PARAM_NAMES = (*APPEND_COLUMN_NAMES[:-1], "search_body", "search_thinking
 
 
 @cache
-def append_one(expected: bool, tracked: bool = False) -> Insert:
+def append_one(expected: bool, tracked: bool = False, indexed: bool = True) -> Insert:
     """Postgres: the head bump and the insert of one row as one statement.
 
     ``WITH head AS (UPDATE … RETURNING last_seq) INSERT … SELECT … FROM head``: one round
@@ -928,7 +928,10 @@ def append_one(expected: bool, tracked: bool = False) -> Insert:
     COMMIT); a statement is atomic, so seqs stay gapless. Parameters: the append's, plus
     one per column of :data:`APPEND_COLUMN_NAMES`. One row binds scalars: ``unnest``
     costs ~60 µs more per statement. ``tracked``: each row also returns the write's
-    :data:`WRITE_MARK` (a store with read replicas).
+    :data:`WRITE_MARK` (a store with read replicas). ``indexed``: the row's ``search``
+    is made from ``search_body`` and ``search_thinking``; without, the insert leaves the
+    column out (a record search does not see, or a store that indexes nothing: then
+    appends work on a schema from before the search index, too).
     """
     head = _bump_head(expected, notify=True).cte("head")
     values = {name: bindparam(name, type_=t) for name, t in _APPEND_TYPES.items()}
@@ -938,13 +941,13 @@ def append_one(expected: bool, tracked: bool = False) -> Insert:
         *[values[n] for n in APPEND_COLUMN_NAMES[:2]],
         bindparam("at", type_=UTCDateTime()),
         *[values[n] for n in APPEND_COLUMN_NAMES[2:-1]],
-        search_vector(values["search_body"], values["search_thinking"]),
+        *([search_vector(values["search_body"], values["search_thinking"])] if indexed else []),
     )
-    return _insert_from(row, head, tracked)
+    return _insert_from(row, head, tracked, indexed)
 
 
 @cache
-def append_many(expected: bool, tracked: bool = False) -> Insert:
+def append_many(expected: bool, tracked: bool = False, indexed: bool = True) -> Insert:
     """Postgres: the head bump and the insert of many rows as one statement, the rows
     bound as one array per column (``unnest … WITH ORDINALITY``); parameter names are the
     columns' names."""
@@ -964,9 +967,9 @@ def append_many(expected: bool, tracked: bool = False) -> Insert:
         c.role,
         bindparam("at", type_=UTCDateTime()),
         *[c[n] for n in APPEND_COLUMN_NAMES[2:-1]],
-        search_vector(c.search_body, c.search_thinking),
+        *([search_vector(c.search_body, c.search_thinking)] if indexed else []),
     ).select_from(head, rows)
-    return _insert_from(row, head, tracked)
+    return _insert_from(row, head, tracked, indexed)
 
 
 # Postgres: what a write returns so that a store can tell whether a replica has it: the
@@ -981,9 +984,13 @@ def _write_mark() -> tuple[ColumnElement[Any], ColumnElement[Any]]:
     )
 
 
-def _insert_from(row: Select[Any], head: CTE, tracked: bool = False) -> Insert:
+def _insert_from(
+    row: Select[Any], head: CTE, tracked: bool = False, indexed: bool = True
+) -> Insert:
     order = ("session_id", "seq", "kind", "role", "created_at", *APPEND_COLUMN_NAMES[2:])
     assert order == RECORD_COLUMN_NAMES, "append columns out of step with the table"
+    if not indexed:
+        order = order[:-1]
     # The data-modifying CTE must sit at the top of the statement (add_cte), not inside
     # the SELECT, where Postgres refuses it.
     stmt = insert(records).from_select(list(order), row).add_cte(head)

@@ -73,6 +73,8 @@ def _batches(conn: sa.Connection, sqlite: bool) -> Any:
 def upgrade() -> None:
     conn = op.get_bind()
     sqlite = conn.dialect.name == "sqlite"
+    # Offline (``alembic upgrade --sql``) there are no rows to read: the DDL only.
+    fill = not op.get_context().as_sql
     op.add_column(
         RECORDS,
         sa.Column("search", postgresql.TSVECTOR().with_variant(sa.Text(), "sqlite")),
@@ -87,7 +89,7 @@ def upgrade() -> None:
             f"BEGIN DELETE FROM {SEARCH} WHERE rowid = old.rowid; END"
         )
         insert = sa.text(f"INSERT INTO {SEARCH} (rowid, body, thinking) VALUES (:r, :b, :t)")
-        for rows in _batches(conn, True):
+        for rows in _batches(conn, True) if fill else ():
             values = []
             for rowid, kind, payload in rows:
                 source = payload_index_source(kind, payload)
@@ -109,7 +111,7 @@ def upgrade() -> None:
         "WHERE r.session_id = u.sid AND r.seq = u.seq"
     )
     cfg = _config()
-    for rows in _batches(conn, False):
+    for rows in _batches(conn, False) if fill else ():
         sids, seqs, bodies, thinkings = [], [], [], []
         for sid, seq, kind, payload in rows:
             source = payload_index_source(kind, payload)

@@ -675,8 +675,9 @@ async def _append(
     expected = head.get("expected") is not None
     params = dict(head)
     params["search_config"] = search_config
+    indexed = any(r[-1] is not None for r in rows)
     if len(rows) == 1:
-        raw = compile(q.append_one(expected, tracked))
+        raw = compile(q.append_one(expected, tracked, indexed))
         *values, source = rows[0]
         params.update(zip(q.APPEND_COLUMN_NAMES[:-1], values, strict=True))
         params["search_body"], params["search_thinking"] = source or (None, None)
@@ -685,7 +686,7 @@ async def _append(
             return (None if seq is None else int(seq)), None
         row = await conn.fetchrow(raw.sql, *raw.args(params))
         return (None, None) if row is None else (int(row[0]), (row[1], row[2]))
-    raw = compile(q.append_many(expected, tracked))
+    raw = compile(q.append_many(expected, tracked, indexed))
     for i, name in enumerate(q.APPEND_COLUMN_NAMES[:-1]):
         params[name] = [r[i] for r in rows]
     params["search_body"] = [None if r[-1] is None else r[-1][0] for r in rows]
