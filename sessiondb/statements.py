@@ -989,11 +989,10 @@ def _insert_from(
 ) -> Insert:
     order = ("session_id", "seq", "kind", "role", "created_at", *APPEND_COLUMN_NAMES[2:])
     assert order == RECORD_COLUMN_NAMES, "append columns out of step with the table"
-    if not indexed:
-        order = order[:-1]
+    columns = list(order if indexed else order[:-1])
     # The data-modifying CTE must sit at the top of the statement (add_cte), not inside
     # the SELECT, where Postgres refuses it.
-    stmt = insert(records).from_select(list(order), row).add_cte(head)
+    stmt = insert(records).from_select(columns, row).add_cte(head)
     if tracked:
         return stmt.returning(records.c.seq, *_write_mark())
     return stmt.returning(records.c.seq)

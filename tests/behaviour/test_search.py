@@ -47,7 +47,8 @@ async def test_text_tool_calls_results_and_summaries_are_found(store: SessionSto
                 "content": [
                     {"type": "thinking", "thinking": "the zebra plan"},
                     {"type": "text", "text": "Calling a tool."},
-                    {"type": "toolCall", "id": "c1", "name": "grep_logs", "arguments": {"q": "wombat"}},
+                    {"type": "toolCall", "id": "c1", "name": "grep_logs",
+                     "arguments": {"q": "wombat"}},
                 ],
             },
             result("c1", "found 3 narwhal lines"),
