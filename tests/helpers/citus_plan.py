@@ -132,8 +132,7 @@ BEFORE_MIGRATION: dict[str, Gap] = {
     "update_session_row": gap("by id alone (import): takes namespace = :ns", NO_NS, loose(S)),
     "insert_rows": gap("records rows gain the namespace column (sessions rows have it)", NO_NS),
     "insert_records_indexed": gap(
-        "bulk records with their search text (as insert_rows): the rows gain the namespace "
-        "column",
+        "bulk records with their search text (as insert_rows): the rows gain the namespace column",
         NO_NS,
     ),
     "search": gap(
