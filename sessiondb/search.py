@@ -150,8 +150,10 @@ async def search(
         text = payload_text(row["kind"], row["payload"]) or ("", "")
         shown = text[0] if not (thinking and text[1]) else f"{text[0]}\n{text[1]}"
         cut, spans = snippet(shown, parsed, 2 * MAX_INDEXED_CHARS)
+        # Built from values of the right types already: validating them again cost ~5 µs a
+        # hit, a tenth of a search's own time.
         hits.append(
-            SearchHit(
+            SearchHit.model_construct(
                 session_id=session_id if session_id is not None else row["session_id"],
                 seq=int(row["seq"]),
                 kind=row["kind"],

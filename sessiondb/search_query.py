@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from collections.abc import Iterator
+from functools import lru_cache
 
 from .errors import InvalidQueryError, brief
 
@@ -29,6 +31,7 @@ SNIPPET_WORDS = 30
 _LEAD_WORDS = 8
 
 _RUNS = re.compile(r"[^\W_]+")
+_NONSPACE = re.compile(r"\S")
 _WORD_CHAR = r"[^\W_]"
 
 
@@ -195,17 +198,29 @@ def to_fts5(query: Query, thinking: bool) -> str:
 # -- snippets -------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=64)
 def _pattern(query: Query) -> re.Pattern[str]:
-    """Every word of the query's terms: whole words, or word starts for a prefix."""
+    """Every word of the query's terms, as word ends: whole words, or any end after a
+    prefix. Where a match starts is checked apart (:func:`_matches`): a look-behind in
+    the pattern made every search three times slower (no literal prefix to scan for)."""
     alternatives = []
     for term in query.terms():
         last = len(term.words) - 1
         for i, word in enumerate(term.words):
             tail = _WORD_CHAR + "*" if term.prefix and i == last else f"(?!{_WORD_CHAR})"
-            alternatives.append(f"(?<!{_WORD_CHAR}){re.escape(word)}{tail}")
+            alternatives.append(re.escape(word) + tail)
     # Longest first, so that "abc" wins over its prefix "ab" at the same place.
     alternatives.sort(key=len, reverse=True)
     return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def _matches(pattern: re.Pattern[str], text: str, end: int) -> Iterator[re.Match[str]]:
+    """Matches of ``pattern`` in ``text[:end]`` that start a word."""
+    for m in pattern.finditer(text, 0, end):
+        start = m.start()
+        # isalnum() is the pattern's word character: \w but the underscore.
+        if start == 0 or not text[start - 1].isalnum():
+            yield m
 
 
 def snippet(
@@ -213,21 +228,32 @@ def snippet(
 ) -> tuple[str, tuple[tuple[int, int], ...]]:
     """About :data:`SNIPPET_WORDS` words of ``text`` around the query's first match, with
     whitespace made single spaces and ``…`` where text was left out; and the
-    ``[start, end)`` offsets in it of every word the query matches."""
-    text = text[:limit]
+    ``[start, end)`` offsets in it of every word the query matches.
+
+    Only a window around the match is split into words (never the whole text): a few
+    hundred characters before it, a thousand after.
+    """
     pattern = _pattern(query)
-    first = pattern.search(text)
+    first = next(_matches(pattern, text, limit), None)
     at = first.start() if first is not None else 0
-    # The words around the match, from a window of the text (never the whole of it).
-    begin = max(0, at - 2_000)
-    words = [(m.start() + begin, m.group()) for m in re.finditer(r"\S+", text[begin : at + 4_000])]
-    index = next((i for i, (start, w) in enumerate(words) if start + len(w) > at), 0)
-    lead = 0 if first is None else min(index, _LEAD_WORDS)
-    chosen = words[index - lead : index - lead + SNIPPET_WORDS]
-    shown = " ".join(w for _, w in chosen)
-    if chosen and chosen[0][0] > 0 and text[: chosen[0][0]].strip():
+    begin = max(0, at - 300)
+    head = text[begin:at].split()
+    # The match may start inside a whitespace-separated word ("(deploy"): glue it back.
+    glued = bool(head) and not text[at - 1].isspace()
+    lead = head[-(_LEAD_WORDS + 1) :] if glued else head[-_LEAD_WORDS:]
+    end = at + 1_200
+    tail = text[at:end].split(None, SNIPPET_WORDS)
+    more = len(tail) > SNIPPET_WORDS or (end < len(text) and _NONSPACE.search(text, end))
+    tail = tail[:SNIPPET_WORDS]
+    if glued and tail and not text[at].isspace():
+        tail[0] = lead.pop() + tail[0]
+    words = (lead + tail)[:SNIPPET_WORDS]
+    if len(lead) + len(tail) > SNIPPET_WORDS:
+        more = True
+    shown = " ".join(words)
+    if len(head) > len(lead) + glued or (begin > 0 and _NONSPACE.search(text, 0, begin)):
         shown = "… " + shown
-    if chosen and text[chosen[-1][0] + len(chosen[-1][1]) :].strip():
+    if more:
         shown += " …"
-    spans = tuple((m.start(), m.end()) for m in pattern.finditer(shown) if m.end() > m.start())
+    spans = tuple((m.start(), m.end()) for m in _matches(pattern, shown, len(shown)))
     return shown, spans
