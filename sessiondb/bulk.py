@@ -108,7 +108,7 @@ async def _write_batch(core: Core, batch: Batch) -> None:
 
     async def unit(tx: Transaction) -> None:
         await tx.insert(sessions, session_rows)
-        await tx.insert(records, record_rows)
+        await tx.insert(records, core.indexable(record_rows))
 
     try:
         await core.transact(unit)

@@ -115,6 +115,11 @@ async def search(
             "search is off for this store: it does not index the text of its records "
             "(an encrypted namespace keeps no plaintext index)"
         )
+    if not core.search_schema:
+        raise ConfigurationError(
+            "the database has no search index yet: run `sessiondb migrate` or "
+            "`await store.migrate()` (revision 0006)"
+        )
     parsed = parse(query)
     strict_int(limit, "limit", minimum=1, maximum=MAX_LIMIT)
     for name, flag in (("thinking", thinking), ("hidden", hidden)):

@@ -15,8 +15,8 @@ no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .errors import InvalidQueryError, brief

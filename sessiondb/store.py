@@ -178,7 +178,7 @@ class SessionStore:
         await self._core.backend.run_sync(
             lambda conn: migrations.run_sync(conn, "upgrade", revision, cfg), exclusive=True
         )
-        self._core.turns_table = True
+        self._core.schema_migrated()
 
     # -- sessions -------------------------------------------------------------------
 

@@ -485,7 +485,8 @@ class _Importer:
 
         async def unit(tx: Transaction) -> None:
             await tx.insert(sessions, [p.session_row for p in batch])
-            await tx.insert(records, [row for p in batch for row in p.record_rows])
+            rows = [row for p in batch for row in p.record_rows]
+            await tx.insert(records, self.core.indexable(rows))
 
         await self.core.transact(unit)
 
@@ -520,7 +521,7 @@ class _Importer:
                 await tx.insert(sessions, [rows.table_row()])
                 chunk = rows.first
                 while chunk:
-                    await tx.insert(records, chunk)
+                    await tx.insert(records, self.core.indexable(chunk))
                     chunk = [] if rows.done else rows.chunk(STREAM_RECORDS, STREAM_CHARS)
                 final = dict(zip(q.SESSION_COLUMN_NAMES, rows.table_row(), strict=True))
                 params = {f"v_{c}": v for c, v in final.items() if c != "id"}

@@ -19,8 +19,6 @@ from sessiondb.tables import SESSIONS
 async def test_upgrade_from_0002_keeps_the_data_and_adds_keys(empty_db_url: str) -> None:
     async with SessionStore.open(empty_db_url) as store:
         await store.migrate("0002")
-        # Written before the search index exists (migration 0006): nothing to index.
-        store.core.search_indexing = False
         sid = await insert_old_session(store, "parent")
         await store.append(sid, [user("q"), assistant("call", ["c1"]), result("c1", "x" * 300)])
         await store.append(sid, [{"role": "user", "content": "\u0000 and \ud800", "uuid": "u-1"}])

@@ -19,8 +19,6 @@ from sessiondb.tables import RECORDS, SESSIONS
 async def test_upgrade_from_0001_keeps_the_data_and_accepts_prune(empty_db_url: str) -> None:
     async with SessionStore.open(empty_db_url) as store:
         await store.migrate("0001")
-        # Written before the search index exists (migration 0006): nothing to index.
-        store.core.search_indexing = False
         sid = await insert_old_session(store, "parent")
         await store.append(
             sid, [user("q"), assistant("call", ["c1"]), result("c1", "x" * 300), assistant("a")]

@@ -5,12 +5,13 @@ equals the models, and the downgrade removes the index and keeps the records."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import sql
 from helpers.messages import assistant, result, user
 from helpers.migrations import head_revision, schema_state, search_tables
 from helpers.overlays import raw_records
 
-from sessiondb import SessionStore
+from sessiondb import ConfigurationError, SessionStore
 from sessiondb import migrate as migrations
 from sessiondb.tables import SEARCH
 
@@ -20,7 +21,8 @@ FILL_BATCH = 2_000  # migrations/versions/0006_search.py BATCH
 async def test_upgrade_to_0006_indexes_what_0005_holds(empty_db_url: str) -> None:
     async with SessionStore.open(empty_db_url) as store:
         await store.migrate("0005")
-        store.core.search_indexing = False  # as code before 0006 wrote them
+        # Today's code ahead of the migration (a rolling upgrade): writes go on without
+        # the index, and search says what to do.
         sid = (await store.create_session()).id
         thought = {
             "role": "assistant",
@@ -39,10 +41,11 @@ async def test_upgrade_to_0006_indexes_what_0005_holds(empty_db_url: str) -> Non
         ]
         await store.import_sessions(many)
         child = (await store.fork(sid, 3)).id
+        with pytest.raises(ConfigurationError, match="migrate"):
+            await store.search("ocelot")
         before = await raw_records(store)
 
         await store.migrate()
-        store.core.search_indexing = True
         assert await raw_records(store) == before
         assert [(h.session_id, h.seq) for h in (await store.search("ocelot")).hits] == [(sid, 1)]
         assert [h.seq for h in (await store.search("axolotl")).hits] == [2]
