@@ -26,6 +26,7 @@ from . import jsoncodec
 #: is not indexed. Bounds a Postgres ``tsvector`` (at most 1 MB) and the work per write.
 MAX_INDEXED_CHARS = 100_000
 
+_ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 # A separator: anything that is not a letter or a digit (the underscore too, as SQLite's
 # unicode61 tokenizer and Postgres's parser both split on it).
 _SEPARATORS = re.compile(r"[\W_]+")
@@ -106,8 +107,14 @@ def payload_text(kind: str, payload: str) -> tuple[str, str] | None:
 
 def index_text(text: str) -> str:
     """``text`` as the index takes it: its first :data:`MAX_INDEXED_CHARS` characters,
-    letters and digits only, runs separated by one space."""
-    return _SEPARATORS.sub(" ", text[:MAX_INDEXED_CHARS]).strip()
+    letters and digits only, runs separated by spaces."""
+    text = text[:MAX_INDEXED_CHARS]
+    if text.isascii():
+        # A table lookup per character: 5 µs for 370 characters, against 34 µs for the
+        # regular expression (text made of short words has a separator run every few
+        # characters, each replaced on its own).
+        return text.translate(_ASCII_SEPARATORS)
+    return _SEPARATORS.sub(" ", text)
 
 
 def index_source(kind: str, data: Any) -> IndexSource:
