@@ -145,11 +145,15 @@ def _search(
             conditions += [r.c.seq.not_in(tombstoned), r.c.seq.not_in(pruned)]
     else:
         s = sessions
-        # A semi-join, so that the plan starts from the index's matches: joined, the
-        # planner could walk the namespace's sessions and probe the index once for each.
+        # Checked per hit by the sessions' primary key, whatever the planner guesses of
+        # the match count: joined (or as an EXISTS it turns into a join), it walked the
+        # namespace's sessions, probing the index once for each, or hashed all of them
+        # (a search over 200k records took 2.3 times one over 20k). OFFSET 0 keeps
+        # Postgres from turning the EXISTS into a join.
         conditions.append(
             select(literal_column("1"))
             .where(s.c.id == r.c.session_id, s.c.namespace == NS)
+            .offset(literal_column("0"))
             .exists()
         )
         if not hidden:
