@@ -16,7 +16,18 @@ from dataclasses import replace
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, combined, contention, figures, replicas, scale, startup, telemetry, turns
+from . import (
+    agents,
+    combined,
+    contention,
+    figures,
+    replicas,
+    scale,
+    search,
+    startup,
+    telemetry,
+    turns,
+)
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, footprint_table, table
 from .sizes import for_mode
@@ -40,6 +51,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     13: ("telemetry overhead", telemetry.telemetry_overhead, BOTH),
     14: ("start-up", startup.startup, ("sqlite",)),
     15: ("tasks appending to one session", combined.combined_appends, ("postgres",)),
+    16: ("search", search.search_figures, BOTH),
 }
 
 FLOORS = """\
@@ -80,7 +92,12 @@ floors (the bare driver on the same tables, same run):
      driver (an asyncpg connection per task, the one-statement bump-and-insert); and not a
      floor but the alternative, langchain-postgres's PostgresChatMessageHistory (a psycopg
      async connection per task, aadd_messages of one message; needs sessiondb[bench],
-     skipped without it)"""
+     skipped without it)
+ 16 a: the same search over the small database (the same hits); b: a bare query of the
+     same index (asyncpg: search @@ to_tsquery, ts_rank, ORDER BY rank LIMIT 21;
+     sqlite3: FTS5 MATCH joined to the records, bm25, LIMIT 21), rows with payloads;
+     c, d: the same appends / bulk import into a database without the index, by a store
+     that computes no text (search_indexing off)"""
 
 
 SCALE_NOTES = """\
@@ -116,7 +133,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         nargs="+",
         choices=sorted(FIGURES),
-        help="run only these figures (1-13)",
+        help=f"run only these figures (1-{max(FIGURES)})",
     )
     parser.add_argument(
         "--backend",
@@ -150,7 +167,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if (args.scale_records or args.scale_sessions) and not args.scale:
         parser.error("--scale-records and --scale-sessions go with --scale")
     if args.scale and args.only:
-        parser.error("--scale runs its own figures; --only is for figures 1-12")
+        parser.error(f"--scale runs its own figures; --only is for figures 1-{max(FIGURES)}")
     return args
 
 

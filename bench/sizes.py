@@ -64,6 +64,11 @@ class Sizes:
     tasks: int = 8
     task_appends: int = 50
     task_reps: int = 15
+    # 16. search: records of the small and the large database (the same hits in both),
+    # timed searches per side
+    search_small: int = 20_000
+    search_large: int = 1_000_000
+    search_reps: int = 100
 
 
 FULL = Sizes(
@@ -126,6 +131,8 @@ QUICK = replace(
     big_file_lines=20_000,
     startup_runs=11,
     task_reps=9,
+    search_large=200_000,
+    search_reps=50,
 )
 
 # Only proves that every figure still runs (the smoke test): seconds, not a measurement.
@@ -164,6 +171,9 @@ TINY = replace(
     scale_small_sessions=100,
     task_appends=5,
     task_reps=1,
+    search_small=400,
+    search_large=4_000,
+    search_reps=5,
 )
 
 

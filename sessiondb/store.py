@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from pydantic import ValidationError
@@ -30,7 +30,16 @@ from .errors import (
 from .ids import check_session_id
 from .kinds import KINDS
 from .lazy import lazy_function
-from .models import Compaction, Message, NewSession, Prune, Record, SessionInfo, SessionPage
+from .models import (
+    Compaction,
+    Message,
+    NewSession,
+    Prune,
+    Record,
+    SearchPage,
+    SessionInfo,
+    SessionPage,
+)
 from .rows import new_session_row, records_from_rows, session_info, utc
 from .turns import Turn
 from .validation import (
@@ -170,10 +179,11 @@ class SessionStore:
         # the first find the schema at head already.
         from . import migrate as migrations  # Alembic: ~0.1 s of imports, for this only
 
+        cfg = self._core.settings.search_config
         await self._core.backend.run_sync(
-            lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
+            lambda conn: migrations.run_sync(conn, "upgrade", revision, cfg), exclusive=True
         )
-        self._core.turns_table = True
+        self._core.schema_migrated()
 
     # -- sessions -------------------------------------------------------------------
 
@@ -289,6 +299,27 @@ class SessionStore:
         """
         check_session_id(session_id)
         return await self._core.session(session_id)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        cursor: str | None = None,
+        session_id: str | None = None,
+        roles: Sequence[str] | None = None,
+        since: datetime | None = None,
+        thinking: bool = False,
+        hidden: bool = False,
+    ) -> SearchPage:
+        """Messages and compaction summaries of the namespace that match ``query``, best
+        first (syntax, filters and errors: :func:`sessiondb.search.search`)."""
+        from . import search as found  # Postgres types in its statements: for this only
+
+        return await found.search(
+            self._core, query, limit=limit, cursor=cursor, session_id=session_id,
+            roles=roles, since=since, thinking=thinking, hidden=hidden,
+        )  # fmt: skip
 
     async def list_sessions(
         self,

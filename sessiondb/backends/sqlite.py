@@ -185,7 +185,7 @@ class SQLiteBackend:
         self._inline_reader: sqlite3.Connection | None = None
         self._short_reads: dict[str, bool] = {}
         # The head bump and the insert of an append, by (expected, lean).
-        self._append_sql: dict[tuple[bool, bool], tuple[Compiled, Compiled]] = {}
+        self._append_sql: dict[tuple[bool, bool], tuple[Compiled, Compiled, str]] = {}
         self._version_conn: sqlite3.Connection | None = None
         if self._memory:
             self._writer = connect(self._path, memory=True)
@@ -364,9 +364,11 @@ class SQLiteBackend:
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         self._check_open()
-        bump, insert = self._append_statements(head)
-        short = sum(len(r[-1]) for r in rows) <= INLINE_WRITE_CHARS
-        return await self._write(lambda conn: _append(conn, bump, insert, head, rows), short=short)
+        bump, insert, index = self._append_statements(head)
+        short = sum(len(r[-2]) for r in rows) <= INLINE_WRITE_CHARS
+        return await self._write(
+            lambda conn: _append(conn, bump, insert, index, head, rows), short=short
+        )
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T], *, short: bool) -> T:
         """A write unit, retried while the database is busy: SQLite's commit either
@@ -382,13 +384,14 @@ class SQLiteBackend:
 
         return await retrying(once)
 
-    def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled]:
+    def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled, str]:
         key = (head.get("expected") is not None, _lean(head))
         found = self._append_sql.get(key)
         if found is None:
             found = self._append_sql[key] = (
                 self._compile(q.bump_head(*key)),
                 self._compile(q.insert_rows(records.name)),
+                self._compile(q.INDEX_RECORD_SQLITE).sql,
             )
         return found
 
@@ -498,8 +501,10 @@ class _Transaction:
         return await self._backend._on_writer(lambda conn: conn.execute(raw.sql, args).fetchall())
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
-        bump, insert = self._backend._append_statements(head)
-        return await self._backend._on_writer(lambda conn: _append(conn, bump, insert, head, rows))
+        bump, insert, index = self._backend._append_statements(head)
+        return await self._backend._on_writer(
+            lambda conn: _append(conn, bump, insert, index, head, rows)
+        )
 
     async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
         if not rows:
@@ -525,17 +530,28 @@ class _Transaction:
             rows = formatted
         elif times:
             rows = [tuple(_bind(v) for v in r) for r in rows]
-        await self._backend._on_writer(lambda conn: _insert_many(conn, raw.sql, rows))
+        if table.name != records.name:
+            await self._backend._on_writer(lambda conn: _insert_many(conn, raw.sql, rows))
+            return
+        index = self._backend._compile(q.INDEX_RECORD_SQLITE).sql
+        data = [r[:-1] for r in rows]
+        # sid and seq are the first two columns of a record's row.
+        indexed = [(*r[-1], r[0], r[1]) for r in rows if r[-1] is not None]
+        await self._backend._on_writer(
+            lambda conn: _insert_records(conn, raw.sql, data, index, indexed)
+        )
 
 
 def _append(
     conn: sqlite3.Connection,
     bump: Compiled,
     insert: Compiled,
+    index: str,
     head: Mapping[str, Any],
     rows: Sequence[tuple[Any, ...]],
 ) -> int | None:
-    """Bump the head and insert the rows, inside the caller's transaction."""
+    """Bump the head and insert the rows, and index them for search (each row's last
+    value: its text and thinking, or None), inside the caller's transaction."""
     at = _bind(head["at"])  # formatted once, for the head and the rows
     found = conn.execute(bump.sql, bump.args({**head, "at": at})).fetchone()
     if found is None:
@@ -544,11 +560,14 @@ def _append(
     sid = head["sid"]
     if len(rows) == 1:  # execute costs ~1 µs less than executemany of one row
         r = rows[0]
-        conn.execute(insert.sql, (sid, first, r[0], r[1], at, *r[2:]))
+        conn.execute(insert.sql, (sid, first, r[0], r[1], at, *r[2:-1]))
     else:
         conn.executemany(
-            insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
+            insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:-1]) for i, r in enumerate(rows)]
         )
+    indexed = [(*r[-1], sid, first + i) for i, r in enumerate(rows) if r[-1] is not None]
+    if indexed:
+        conn.executemany(index, indexed).close()
     return first
 
 
@@ -581,6 +600,18 @@ def _begin(conn: sqlite3.Connection) -> None:
 
 def _insert_many(conn: sqlite3.Connection, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
     conn.executemany(sql, rows).close()
+
+
+def _insert_records(
+    conn: sqlite3.Connection,
+    sql: str,
+    rows: Sequence[tuple[Any, ...]],
+    index: str,
+    indexed: Sequence[tuple[Any, ...]],
+) -> None:
+    conn.executemany(sql, rows).close()
+    if indexed:
+        conn.executemany(index, indexed).close()
 
 
 def _transaction(

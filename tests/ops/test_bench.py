@@ -30,6 +30,8 @@ EXPECTED = {
     ("14", "-"),  # start-up: --help and import sessiondb, no database
     ("15", "postgres"),  # tasks appending to one session
 }
+# figure 16 (search) has four rows per backend
+EXPECTED |= {(f"16{part}", b) for part in "abcd" for b in ("postgres", "sqlite")}
 # figure 12 builds its own primary and standby where it can (pg_createcluster, as root)
 if replicas.missing_tools() is None:
     EXPECTED |= {("12", "postgres")}
