@@ -119,9 +119,30 @@ class ConnectOptions:
 
 
 class StoreOptions(TypedDict, total=False):
-    """The keyword options of :meth:`SessionStore.open` and :meth:`SessionStore.connect`:
-    those of :class:`ConnectOptions`, and ``max_record_bytes``, ``replica_urls``,
-    ``max_replica_lag`` and ``read_consistency`` (:class:`Settings`)."""
+    """The keyword options of :meth:`SessionStore.open` and :meth:`SessionStore.connect`.
+
+    Attributes:
+        connect_timeout, pool_min_size, pool_max_size, server_settings, ssl, connect_args:
+            how connections to Postgres are opened (see
+            :class:`sessiondb.config.ConnectOptions`); SQLite ignores them.
+        max_record_bytes: the largest record the store writes, in UTF-8 bytes of
+            its stored JSON (default 64 MiB); a bigger one is refused with an
+            :class:`InvalidInputError` and nothing is written.
+        replica_urls: ``postgresql://`` URLs of hot standbys of ``url``: reads outside
+            a transaction (``context``, ``records``, ``get_session``,
+            ``list_sessions``, …) go to them, in turn; a read after this store's own
+            write goes to a replica only if the replica has that write (see
+            :mod:`sessiondb.backends.replicas`). Writes, turns and transactions stay
+            on the primary. Postgres only.
+        max_replica_lag: seconds of replay lag past which a replica is skipped
+            (default 10).
+        read_consistency: ``"session"`` (default: reads see this store object's own
+            earlier writes; other processes' writes are ordered by the database, not
+            by the store) or ``"eventual"`` (a replica answers unchecked).
+        feed: how the change feed learns of commits (:data:`FEED_MODES`).
+        search_config: the Postgres text search configuration of the search index
+            (default ``simple``: any language).
+    """
 
     connect_timeout: float
     pool_min_size: int

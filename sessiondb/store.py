@@ -27,9 +27,9 @@ from .errors import (
     SessionNotFoundError,
     brief,
 )
+from .feature_functions import FeatureFunctions
 from .ids import check_session_id
 from .kinds import KINDS
-from .lazy import lazy_function
 from .models import (
     Compaction,
     Message,
@@ -57,8 +57,6 @@ from .validation import (
 )
 
 if TYPE_CHECKING:  # imported when first used (start-up rule in sessiondb/cli.py)
-    from . import transfer
-    from .compaction import engine as compaction
     from .compaction.breaker import CircuitBreaker
 
 MAX_PAGE = 1000
@@ -69,7 +67,7 @@ _CREATE_ARGS = frozenset(
 
 
 @telemetry.traced
-class SessionStore:
+class SessionStore(FeatureFunctions):
     """Sessions and their records in one database, scoped to one namespace.
 
     Open it with ``async with SessionStore.open(url) as store``; every method is a
@@ -121,23 +119,8 @@ class SessionStore:
                 PgBouncer in transaction mode).
             namespace: the tenant scope of every query; default ``SESSIONDB_NAMESPACE``,
                 else ``"default"``.
-            connect_timeout, pool_min_size, pool_max_size, server_settings, ssl, connect_args:
-                how connections to Postgres are opened (see
-                :class:`sessiondb.config.ConnectOptions`); SQLite ignores them.
-            max_record_bytes: the largest record the store writes, in UTF-8 bytes of
-                its stored JSON (default 64 MiB); a bigger one is refused with an
-                :class:`InvalidInputError` and nothing is written.
-            replica_urls: ``postgresql://`` URLs of hot standbys of ``url``: reads outside
-                a transaction (``context``, ``records``, ``get_session``,
-                ``list_sessions``, …) go to them, in turn; a read after this store's own
-                write goes to a replica only if the replica has that write (see
-                :mod:`sessiondb.backends.replicas`). Writes, turns and transactions stay
-                on the primary. Postgres only.
-            max_replica_lag: seconds of replay lag past which a replica is skipped
-                (default 10).
-            read_consistency: ``"session"`` (default: reads see this store object's own
-                earlier writes; other processes' writes are ordered by the database, not
-                by the store) or ``"eventual"`` (a replica answers unchecked).
+            options: the keyword options of :class:`sessiondb.config.StoreOptions`
+                (connections, limits, replicas, the change feed, search).
 
         Raises:
             ConfigurationError: the URL, namespace or options are unusable.
@@ -749,33 +732,6 @@ class SessionStore:
         """``(session_id, head seq)`` each time a session of the namespace moves on,
         from now on: an async iterator (see :mod:`sessiondb.feed`)."""
         return feed.watch_all(self._core)
-
-    # -- files (sessiondb.transfer and sessiondb.formats do the work) ---------------
-
-    # The transfer functions, whose first argument is the store: import (a file or a
-    # directory tree, at bulk speed, idempotent) and export (``format`` a name of
-    # sessiondb.formats.FORMATS, or "html": a web page per session).
-    if TYPE_CHECKING:
-        import_path = transfer.import_path
-        export_session = transfer.export_session
-        export_all = transfer.export_all
-    else:  # the file formats cost ~80 ms of imports: loaded on first use
-        import_path = lazy_function("sessiondb.transfer", "import_path")
-        export_session = lazy_function("sessiondb.transfer", "export_session")
-        export_all = lazy_function("sessiondb.transfer", "export_all")
-
-    # -- compaction: the engine's functions, whose first argument is the store -------
-
-    if TYPE_CHECKING:
-        compact = compaction.compact
-        maybe_compact = compaction.maybe_compact
-        plan_compaction = compaction.plan
-        context_tokens = compaction.context_tokens
-    else:
-        compact = lazy_function("sessiondb.compaction.engine", "compact")
-        maybe_compact = lazy_function("sessiondb.compaction.engine", "maybe_compact")
-        plan_compaction = lazy_function("sessiondb.compaction.engine", "plan")
-        context_tokens = lazy_function("sessiondb.compaction.engine", "context_tokens")
 
     # -- forks ------------------------------------------------------------------------
 

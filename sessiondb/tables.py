@@ -32,7 +32,6 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.types import TypeDecorator
 
 from .kinds import KIND_CHECK
@@ -81,6 +80,23 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class SearchVector(TypeDecorator[Any]):
+    """The search index's column: ``tsvector`` on Postgres, the FTS5 table's text on
+    SQLite (whose column stays empty: sessiondb.search). The Postgres type is looked up
+    when a Postgres dialect first uses it, so that a SQLite process never imports
+    SQLAlchemy's Postgres dialect (the start-up rule of sessiondb.cli)."""
+
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import TSVECTOR
+
+            return dialect.type_descriptor(TSVECTOR())
+        return dialect.type_descriptor(Text())
 
 
 Id = String(26)
@@ -145,7 +161,7 @@ records = Table(
     # partial, so those records cost it nothing. SQLite keeps the text in the FTS5 table
     # SEARCH instead (made by the migrations; rowid = the record's rowid), and this
     # column stays NULL there.
-    Column("search", TSVECTOR().with_variant(Text(), "sqlite")),
+    Column("search", SearchVector()),
     PrimaryKeyConstraint("session_id", "seq"),
     ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
     CheckConstraint(KIND_CHECK, name="kind"),
@@ -154,14 +170,27 @@ records = Table(
     # The latest compaction and the tombstones of a session, found by index; the kept
     # range is a primary-key range. One secondary index keeps appends cheap.
     Index(None, "session_id", "kind", "seq"),
-    Index(
-        None,
-        "search",
-        postgresql_using="gin",
-        postgresql_where=text("search IS NOT NULL"),
-        sqlite_where=text("search IS NOT NULL"),
-    ),
+    # and the search index: see with_search_index.
 )
+
+
+def with_search_index() -> MetaData:
+    """:data:`metadata` with the records' search index, a partial GIN index on Postgres
+    (empty on SQLite, which searches its FTS5 table). Its dialect options make
+    SQLAlchemy import the Postgres dialect, so it is added here, by what compares or
+    creates the whole schema (the migration environment, the schema page), and not when
+    this module is imported: a SQLite process never loads that dialect (the start-up
+    rule of sessiondb.cli). Idempotent."""
+    if not any(index.columns.keys() == ["search"] for index in records.indexes):
+        Index(
+            None,
+            records.c.search,
+            postgresql_using="gin",
+            postgresql_where=text("search IS NOT NULL"),
+            sqlite_where=text("search IS NOT NULL"),
+        )
+    return metadata
+
 
 # Turn leases (``SessionStore.turn``): one row per holder or waiter of a session's turn.
 # The holder is the row with the lowest ticket; the others wait behind it in ticket

@@ -77,7 +77,9 @@ def schema() -> str:
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    from sessiondb.tables import metadata
+    from sessiondb.tables import with_search_index
+
+    metadata = with_search_index()
 
     dialect = postgresql.dialect()
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-import ssl as ssl_module
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -37,9 +35,9 @@ from ..errors import (
     SessionDBError,
     StoreClosedError,
 )
-from ..hosts import DEFAULT_PORT, Host, describe, target_session_attrs, url_hosts
 from ..tables import RECORDS
 from .base import Compiler, IntegrityViolation, Row, retrying
+from .pg_options import check_connect_args, connect_kwargs, servers_of
 from .replicas import Mark, lsn_value
 
 T = TypeVar("T")
@@ -48,21 +46,6 @@ T = TypeVar("T")
 # round trip once per idle spell, against a write whose outcome would be unknown.
 IDLE_PING_SECONDS = 10.0
 
-_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-# URL query parameters taken, and what they become for asyncpg.connect.
-_QUERY_KEYS = (
-    "prepared_statement_cache_size",
-    "statement_cache_size",
-    "sslmode",
-    "ssl",
-    "application_name",
-    "connect_timeout",
-    "command_timeout",
-    "target_session_attrs",
-    "host",
-    "port",
-)
-
 
 def _import_asyncpg() -> Any:
     try:
@@ -70,115 +53,6 @@ def _import_asyncpg() -> Any:
     except ImportError as exc:
         raise MissingDependencyError("asyncpg", "postgres") from exc
     return asyncpg
-
-
-def connect_kwargs(settings: Settings) -> dict[str, Any]:
-    """Keyword arguments of ``asyncpg.connect`` for the store's URL and options.
-
-    Raises:
-        ConfigurationError: a URL parameter asyncpg cannot take, or a bad value.
-    """
-    url = settings.url
-    opts = settings.connect
-    query = {k: (v[-1] if isinstance(v, tuple) else v) for k, v in url.query.items()}
-    unknown = sorted(set(query) - set(_QUERY_KEYS))
-    if unknown:
-        raise ConfigurationError(
-            f"unsupported database URL parameter(s) {', '.join(unknown)}; sessiondb takes "
-            f"{', '.join(_QUERY_KEYS)} (pass anything else as connect_args)"
-        )
-    server_settings = {"application_name": "sessiondb", **dict(opts.server_settings)}
-    if "application_name" in query:
-        server_settings["application_name"] = query["application_name"]
-    hosts = url_hosts(url)
-    kwargs: dict[str, Any] = {
-        "user": url.username,
-        "password": url.password,
-        "database": url.database,
-        "timeout": _float_param(query, "connect_timeout", opts.connect_timeout),
-        "server_settings": server_settings,
-    }
-    cache = query.get("prepared_statement_cache_size", query.get("statement_cache_size"))
-    if cache is not None:
-        kwargs["statement_cache_size"] = _int_param(query, "", None, raw=cache)
-    if "command_timeout" in query:
-        kwargs["command_timeout"] = _float_param(query, "command_timeout", None)
-    if len(hosts) == 1:
-        kwargs["host"], kwargs["port"] = hosts[0].name or None, hosts[0].port
-    else:  # asyncpg's own multi-host connect: tried in order, by target_session_attrs
-        kwargs["host"] = [h.name for h in hosts]
-        kwargs["port"] = [h.port or DEFAULT_PORT for h in hosts]
-    kwargs["target_session_attrs"] = target_session_attrs(query, hosts)
-    ssl: Any = opts.ssl
-    mode = query.get("sslmode", query.get("ssl"))
-    if mode is not None:
-        if mode.lower() in ("true", "1"):
-            mode = "require"
-        elif mode.lower() in ("false", "0"):
-            mode = "disable"
-        if mode not in _SSL_MODES:
-            raise ConfigurationError(
-                f"sslmode must be one of {', '.join(_SSL_MODES)}, got {mode!r}"
-            )
-        ssl = ssl if isinstance(ssl, ssl_module.SSLContext) else mode
-    if ssl is not None:
-        kwargs["ssl"] = ssl
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    kwargs.update(opts.connect_args)
-    return kwargs
-
-
-def _check_connect_args(asyncpg: Any, connect_args: Mapping[str, Any]) -> None:
-    """A ``connect_args`` key that ``asyncpg.connect`` does not take is a
-    ConfigurationError naming the key now, not a TypeError at the first query."""
-    taken = inspect.signature(asyncpg.connect).parameters
-    for key in connect_args:
-        if key not in taken or key == "loop":
-            raise ConfigurationError(
-                f"connect_args key {key!r} is not an argument of asyncpg.connect"
-            )
-    settings = connect_args.get("server_settings")
-    if settings is not None and (
-        not isinstance(settings, Mapping)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in settings.items())
-    ):
-        raise ConfigurationError("connect_args['server_settings'] must be a dict of strings")
-
-
-def _int_param(query: Mapping[str, str], name: str, default: int | None, raw: Any = None) -> Any:
-    value = raw if raw is not None else query.get(name)
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(
-            f"URL parameter {name or 'cache size'}={value!r} is not an integer"
-        ) from None
-    if number < 0:
-        raise ConfigurationError(f"URL parameter {name or 'cache size'}={value!r} is negative")
-    return number
-
-
-def _float_param(query: Mapping[str, str], name: str, default: float | None) -> float | None:
-    value = query.get(name)
-    if value is None:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        raise ConfigurationError(f"URL parameter {name}={value!r} is not a number") from None
-    if not number > 0:
-        raise ConfigurationError(f"URL parameter {name}={value!r} must be positive")
-    return number
-
-
-def _where(kwargs: Mapping[str, Any]) -> str:
-    """The servers a connection tries, as errors name them (never the password)."""
-    host, port = kwargs.get("host"), kwargs.get("port")
-    names = list(host) if isinstance(host, list | tuple) else [host or ""]
-    ports = list(port) if isinstance(port, list | tuple) else [port] * len(names)
-    return describe([Host(str(n), p) for n, p in zip(names, ports, strict=False)])
 
 
 # SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html
@@ -276,8 +150,8 @@ class PostgresBackend:
         self._asyncpg = _import_asyncpg()
         self._settings = settings
         self._kwargs = connect_kwargs(settings)
-        _check_connect_args(self._asyncpg, settings.connect.connect_args)
-        self._where = _where(self._kwargs)
+        check_connect_args(self._asyncpg, settings.connect.connect_args)
+        self._where = servers_of(self._kwargs)
         self._timeout: float | None = self._kwargs.get("timeout")
         # Without named prepared statements (PgBouncer), a lone statement runs in a
         # transaction of its own so that its parse and execution share a server connection.

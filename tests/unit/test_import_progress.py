@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiondb import cli
+from sessiondb import cli_transfer
 from sessiondb.transfer import ImportProgress
 
 
@@ -27,7 +27,7 @@ def test_a_terminal_gets_a_bar_on_stderr(monkeypatch: pytest.MonkeyPatch) -> Non
     pytest.importorskip("rich.progress", reason="the bar needs sessiondb[progress] (rich)")
     err = _Terminal()
     monkeypatch.setattr("sys.stderr", err)
-    with cli._ImportProgress("corpus/") as progress:
+    with cli_transfer.ImportBar("corpus/") as progress:
         assert progress._bar is not None
         for step in _steps(3):
             progress(step)
@@ -39,7 +39,7 @@ def test_a_terminal_gets_a_bar_on_stderr(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_without_a_terminal_plain_lines(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with cli._ImportProgress("corpus/") as progress:
+    with cli_transfer.ImportBar("corpus/") as progress:
         assert progress._bar is None
         for step in _steps(2):
             progress(step)
