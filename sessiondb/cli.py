@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--json", action="store_true", help="print JSON for scripts")
     compact.set_defaults(handler=_compact)
     _add_transfer_commands(commands)
+    _add_serve_command(commands)
 
     expire = commands.add_parser(
         "expire",
@@ -637,6 +638,26 @@ async def _export(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
         for path in paths:
             print(f"{shown(sid)}  {shown(str(path))}", file=out)
     print(f"exported {len(written)} session(s) to {shown(args.out)}", file=out)
+
+
+def _add_serve_command(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve", help="a read-only web viewer: sessions, search, live transcripts"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8800, help="port, 0: any free (default: 8800)")
+    serve.add_argument(
+        "--token", help="required off localhost: every request must carry it (16+ characters)"
+    )
+    serve.set_defaults(handler=_serve)
+
+
+async def _serve(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    # Starlette and Uvicorn (sessiondb[serve]) load here only: not for the other commands.
+    from .viewer import auth, serve
+
+    auth.check_bind(args.host, args.token)  # before anything else: a clear refusal
+    await serve(store, host=args.host, port=args.port, token=args.token, out=out)
 
 
 if __name__ == "__main__":

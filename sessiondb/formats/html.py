@@ -32,7 +32,7 @@ import hashlib
 import html
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -144,9 +144,18 @@ class HtmlFormat:
 class Page:
     """One session's page, written by :meth:`chunks`."""
 
-    def __init__(self, info: SessionInfo, records: list[StoredRecord]) -> None:
+    def __init__(
+        self,
+        info: SessionInfo,
+        records: list[StoredRecord],
+        *,
+        session_href: Callable[[str], str] = lambda sid: f"{sid}{SUFFIX}",
+    ) -> None:
+        """``session_href``: the link to another session's page (a fork's parent), by its
+        id (a ULID, checked before); the export's pages sit side by side."""
         self.info = info
         self.records = records
+        self.session_href = session_href
         self.deleted: dict[int, tuple[int, str | None]] = {}  # target -> tombstone, reason
         self.pruned: dict[int, tuple[int, str]] = {}  # result -> prune, marker
         self.compactions: list[tuple[int, int]] = []  # (seq, first kept seq)
@@ -186,19 +195,38 @@ class Page:
         )
         yield self.header(title)
         yield "<main>\n"
+        for _, chunk in self.items():
+            yield chunk
+        yield "</main>\n</body>\n</html>\n"
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        """The page's body, one ``(key, html)`` per shown record (key ``r<seq>``) or
+        heading (``inherited``, ``own``), in page order; a tool result shown under its
+        call is no item of its own. A page renders once: make a new one to render again
+        (the live viewer does, and compares the items by key)."""
+        info = self.info
         inherited = False
         for r in self.records:
             if r.session_id != info.id and not inherited:
                 inherited = True
                 yield (
-                    '<h2 class="divider">Inherited from the parent session '
-                    f"<code>{text(r.session_id, one_line=True)}</code></h2>\n"
+                    "inherited",
+                    (
+                        '<h2 class="divider">Inherited from the parent session '
+                        f"<code>{text(r.session_id, one_line=True)}</code></h2>\n"
+                    ),
                 )
             elif r.session_id == info.id and inherited:
                 inherited = False
-                yield f'<h2 class="divider">This session, after the fork at #{info.fork_seq}</h2>\n'
-            yield self.record(r)
-        yield "</main>\n</body>\n</html>\n"
+                yield (
+                    "own",
+                    (
+                        f'<h2 class="divider">This session, after the fork at #{info.fork_seq}</h2>\n'
+                    ),
+                )
+            chunk = self.record(r)
+            if chunk:
+                yield f"r{r.seq}", chunk
 
     def header(self, title: str) -> str:
         info = self.info
@@ -215,7 +243,8 @@ class Page:
             at = f" at #{info.fork_seq}" if info.fork_seq is not None else ""
             if _ULID.fullmatch(info.parent_id):
                 anchor = f"#r{info.fork_seq}" if info.fork_seq else ""
-                parent = f'<a href="{parent}{SUFFIX}{anchor}"><code>{parent}</code></a>'
+                href = text(self.session_href(info.parent_id), one_line=True)
+                parent = f'<a href="{href}{anchor}"><code>{parent}</code></a>'
             else:
                 parent = f"<code>{parent}</code>"
             rows.append(("fork of", parent + at))
