@@ -73,10 +73,13 @@ mark{background:#fff3a3;padding:0 .1rem}
 """
 
 
-def create_app(store: SessionStore, *, token: str | None = None) -> ASGIApp:
+def create_app(
+    store: SessionStore, *, token: str | None = None, stopping: asyncio.Event | None = None
+) -> ASGIApp:
     """The viewer over ``store`` (which the caller opens and closes): an ASGI app,
-    behind the token gate (:mod:`sessiondb.viewer.auth`)."""
-    viewer = _Viewer(store)
+    behind the token gate (:mod:`sessiondb.viewer.auth`). Setting ``stopping`` ends the
+    open event streams (the server is going down: they would hold it up)."""
+    viewer = _Viewer(store, stopping or asyncio.Event())
     routes = [
         Route("/", viewer.sessions),
         Route("/s/{session_id}", viewer.session),
@@ -120,8 +123,9 @@ def _one(request: Request, name: str, limit: int = MAX_QUERY_CHARS) -> str | Non
 
 
 class _Viewer:
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SessionStore, stopping: asyncio.Event) -> None:
         self.store = store
+        self.stopping = stopping
 
     async def sessions(self, request: Request) -> Response:
         cursor = _one(request, "cursor")
@@ -152,7 +156,7 @@ class _Viewer:
             raise InvalidInputError(f"from_seq must be a seq, an integer >= 0: {brief(last)}")
         seen = int(last)
         transcript = await self._transcript(session_id, to_seq=seen)
-        return _EventStream(self.store, transcript, seen)
+        return _EventStream(self.store, transcript, seen, self.stopping)
 
     async def search(self, request: Request) -> Response:
         query = (_one(request, "q") or "").strip()
@@ -188,25 +192,38 @@ class _EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, store: SessionStore, transcript: pages.LiveTranscript, seen: int) -> None:
-        super().__init__(headers={"x-accel-buffering": "no"})
+    def __init__(
+        self,
+        store: SessionStore,
+        transcript: pages.LiveTranscript,
+        seen: int,
+        stopping: asyncio.Event,
+    ) -> None:
+        # Not Response.__init__: it would declare the length of an empty body.
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"x-accel-buffering", b"no"),
+        ]
         self.store = store
         self.transcript = transcript
         self.seen = seen
+        self.stopping = stopping
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         pump = asyncio.ensure_future(self._pump(send))
         gone = asyncio.ensure_future(_disconnected(receive))
+        stop = asyncio.ensure_future(self.stopping.wait())
         try:
-            await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({pump, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (pump, gone):
+            for task in (pump, gone, stop):
                 task.cancel()
             # Each task's cancellation runs its own clean-up (the watch's, the feed's).
-            await asyncio.gather(pump, gone, return_exceptions=True)
-        if not gone.cancelled() and gone.exception() is None:
-            return  # the browser went: nothing more to send
+            await asyncio.gather(pump, gone, stop, return_exceptions=True)
+        # The end of the body (the server drops it when the browser has gone).
         with contextlib.suppress(Exception):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 

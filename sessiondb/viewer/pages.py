@@ -60,7 +60,8 @@ def document(title: str, body: str, *, live: bool = False) -> str:
         '<meta name="referrer" content="no-referrer">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{text(title, one_line=True)} · sessiondb</title>\n"
-        f'<link rel="stylesheet" href="{STYLE_PATH}">\n{script}</head>\n<body>\n'
+        f'<link rel="stylesheet" href="{STYLE_PATH}">\n<link rel="icon" href="data:,">\n'
+        f"{script}</head>\n<body>\n"
         f"{body}</body>\n</html>\n"
     )
 

@@ -3,6 +3,7 @@ serves until interrupted (Uvicorn, in the caller's event loop)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import TextIO
 from urllib.parse import quote
@@ -40,6 +41,19 @@ def address(sock: socket.socket, token: str | None) -> str:
     return url + (f"?token={quote(token, safe='')}" if token is not None else "")
 
 
+class _Server(uvicorn.Server):
+    """Uvicorn's server, which ends the viewer's event streams when it shuts down
+    (they would keep it waiting for them)."""
+
+    def __init__(self, config: uvicorn.Config, stopping: asyncio.Event) -> None:
+        super().__init__(config)
+        self.stopping = stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.stopping.set()
+        await super().shutdown(sockets)
+
+
 async def serve(
     store: SessionStore,
     *,
@@ -56,16 +70,17 @@ async def serve(
     """
     check_bind(host, token)
     sock = bind(host, port)
+    stopping = asyncio.Event()
     config = uvicorn.Config(
-        create_app(store, token=token),
+        create_app(store, token=token, stopping=stopping),
         log_level="warning",
         access_log=False,  # an access log would hold the ?token= of the first request
         lifespan="off",
         server_header=False,
-        # Open event streams end with the server: their watches are cancelled then.
-        timeout_graceful_shutdown=2,
+        # A stream still open then is cancelled (its watch with it).
+        timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, stopping)
     if out is not None:
         print(f"sessiondb viewer (read-only): {address(sock, token)}", file=out, flush=True)
     try:

@@ -63,7 +63,7 @@ def strange(parts: PageParts) -> list[tuple[str, dict[str, str | None]]]:
         elif tag == "script":
             known = known and attrs.get("src") == "/static/viewer.js"
         elif tag == "link":
-            known = known and attrs.get("href") == "/static/viewer.css"
+            known = known and attrs.get("href") in ("/static/viewer.css", "data:,")
         if not known:
             odd.append((tag, attrs))
     return odd
