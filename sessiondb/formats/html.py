@@ -209,21 +209,13 @@ class Page:
         for r in self.records:
             if r.session_id != info.id and not inherited:
                 inherited = True
-                yield (
-                    "inherited",
-                    (
-                        '<h2 class="divider">Inherited from the parent session '
-                        f"<code>{text(r.session_id, one_line=True)}</code></h2>\n"
-                    ),
-                )
+                parent = text(r.session_id, one_line=True)
+                heading = f"Inherited from the parent session <code>{parent}</code>"
+                yield "inherited", f'<h2 class="divider">{heading}</h2>\n'
             elif r.session_id == info.id and inherited:
                 inherited = False
-                yield (
-                    "own",
-                    (
-                        f'<h2 class="divider">This session, after the fork at #{info.fork_seq}</h2>\n'
-                    ),
-                )
+                heading = f"This session, after the fork at #{info.fork_seq}"
+                yield "own", f'<h2 class="divider">{heading}</h2>\n'
             chunk = self.record(r)
             if chunk:
                 yield f"r{r.seq}", chunk

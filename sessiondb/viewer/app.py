@@ -90,6 +90,7 @@ def create_app(
     ]
     handlers: Any = {SessionDBError: _error_page}
     app = Starlette(routes=routes, exception_handlers=handlers)
+    app.router.redirect_slashes = False  # one address per page; "/s/x/" is a 404
     return Gate(app, token)
 
 

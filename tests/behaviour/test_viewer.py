@@ -8,14 +8,23 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import subprocess
+import sys
+from collections.abc import Callable, Coroutine
 from contextlib import redirect_stderr
 from html import unescape
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 from helpers.html_pages import PAYLOADS, SCRIPT, XSS, parse, rich_session
 from helpers.messages import MISSING_ID, result, user
+from helpers.processes import run_python
 from helpers.viewer import EventStream, client, feed_connections, strange
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sessiondb import SessionStore, cli
 from sessiondb.errors import ConfigurationError
@@ -178,7 +187,7 @@ def test_a_non_loopback_address_needs_a_token() -> None:
             check_bind("0.0.0.0", weak)
 
 
-def test_the_cli_refuses_to_serve_off_localhost_without_a_token(tmp_path: object) -> None:
+def test_the_cli_refuses_to_serve_off_localhost_without_a_token(tmp_path: Path) -> None:
     db = f"{tmp_path}/v.sqlite3"
     assert cli.main(["--db", db, "migrate"], out=io.StringIO()) == 0
     err = io.StringIO()
@@ -305,3 +314,100 @@ async def _feed_stopped(store: SessionStore, backend: str) -> None:
     assert not [t for t in asyncio.all_tasks() if t.get_name() == "sessiondb-feed"]
     if backend == "postgres":
         assert await feed_connections(store, expect=0) == 0
+
+
+# Paths and parameters a browser (or anyone on localhost) may send.
+_segments = st.one_of(
+    st.sampled_from(["s", "search", "static", "events", "viewer.js", "", "..", "%2e%2e"]),
+    st.text(st.characters(blacklist_categories=["Cs"]), max_size=40),
+)
+_values = st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(["0", "-1", "1e3", "99999999999999999999", "A" * 300, MISSING_ID]),
+)
+_params = st.lists(
+    st.tuples(st.sampled_from(["q", "cursor", "session", "from_seq", "token", "x"]), _values),
+    max_size=4,
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_any_request_gets_a_typed_answer_never_a_500(db_url: str) -> None:
+    loop = asyncio.new_event_loop()
+    run: Callable[[Coroutine[Any, Any, Any]], Any] = loop.run_until_complete
+    store = run(SessionStore.connect(db_url))
+    try:
+        sid, _ = run(rich_session(store))
+
+        @settings(
+            max_examples=60,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        )
+        @given(
+            path=st.one_of(
+                st.lists(_segments, max_size=4).map(lambda parts: "/".join(parts)),
+                st.sampled_from([f"s/{sid}", f"s/{sid}/events", "s/" + "Z" * 26]),
+            ),
+            params=_params,
+            last_event_id=st.one_of(st.none(), _values),
+        )
+        def check(path: str, params: list[tuple[str, str]], last_event_id: str | None) -> None:
+            async def get() -> httpx.Response:
+                headers: dict[str, bytes] = {}
+                if last_event_id is not None:  # any bytes; the app reads them as latin-1
+                    headers["Last-Event-ID"] = last_event_id.encode("utf-8", "replace")
+                if path.endswith("/events") and not any(k == "from_seq" for k, _ in params):
+                    pass  # missing from_seq: a 400
+                elif path.endswith("/events"):
+                    headers = {}  # a valid one would stream forever: covered above
+                    params[:] = [(k, v) for k, v in params if k != "from_seq"]
+                async with client(store) as http:
+                    url = httpx.URL("/" + quote(path, safe="/%")).copy_with(
+                        params=[(k, v.encode("utf-8", "replace").decode()) for k, v in params]
+                    )
+                    return await http.get(url, headers=headers)
+
+            try:
+                response = run(get())
+            except httpx.InvalidURL:
+                return  # the client will not send it
+            assert response.status_code in (200, 303, 400, 401, 404, 405, 501), (
+                path,
+                params,
+                response.status_code,
+                response.text[:300],
+            )
+            assert response.headers["content-security-policy"] == CSP
+            assert "Traceback" not in response.text
+
+        check()
+    finally:
+        run(store.close())
+        loop.close()
+
+
+def test_import_sessiondb_and_the_cli_do_not_load_the_web_stack() -> None:
+    probe = (
+        "import sys, sessiondb, sessiondb.cli\n"
+        "sessiondb.cli.build_parser()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('starlette', 'uvicorn', 'httpx', 'anyio', 'sessiondb.viewer')"
+        " or m.startswith('sessiondb.viewer')))\n"
+    )
+    assert run_python("-c", probe).stdout.strip() == "[]"
+    assert "serve" in run_python("-m", "sessiondb", "--help").stdout
+
+
+def test_without_the_extra_serve_names_it(tmp_path: Path) -> None:
+    db = tmp_path / "v.sqlite3"
+    assert cli.main(["--db", str(db), "migrate"], out=io.StringIO()) == 0
+    probe = (
+        "import sys\n"
+        "sys.modules['uvicorn'] = None  # as if sessiondb[serve] were not installed\n"
+        "from sessiondb import cli\n"
+        f"sys.exit(cli.main(['--db', {str(db)!r}, 'serve', '--port', '0']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "pip install 'sessiondb[serve]'" in done.stderr
