@@ -29,8 +29,11 @@ from hypothesis import strategies as st
 from sessiondb import SessionStore, cli
 from sessiondb.errors import ConfigurationError
 from sessiondb.feed import Feed
+from sessiondb.formats.html import Page
+from sessiondb.formats.stored import StoredRecord
 from sessiondb.terminal import shown
 from sessiondb.viewer.auth import COOKIE, CSP, check_bind, is_loopback
+from sessiondb.viewer.pages import LiveTranscript
 
 TOKEN = "tok-0123456789abcdef"
 HAS_SEARCH = hasattr(SessionStore, "search")
@@ -411,3 +414,47 @@ def test_without_the_extra_serve_names_it(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "pip install 'sessiondb[serve]'" in done.stderr
+
+
+async def test_following_record_by_record_gives_the_whole_page(store: SessionStore) -> None:
+    """The live transcript, fed one record (or a few) at a time from every starting
+    point, ends each step with the items a fresh page renders: calls with their
+    results, tombstones, prunes and the compaction's marks, the fork's headings."""
+    sid, fork = await rich_session(store)
+    # A result whose call has several results, a duplicate call id, a late compaction.
+    await store.append(
+        sid,
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "toolCall", "id": "d", "name": "a", "arguments": {}},
+                    {"type": "toolCall", "id": "d", "name": "b", "arguments": {}},
+                ],
+            },
+            result("d", "first"),
+            result("d", "second"),
+        ],
+    )
+    await store.append_compaction(sid, summary="again", first_kept_seq=14)
+    for session_id in (sid, fork):
+        info = await store.get_session(session_id)
+        records = [
+            StoredRecord.of(r) for r in await store.records(session_id, include_tombstoned=True)
+        ]
+        for start in range(len(records)):
+            for step in (1, 3):
+                live = LiveTranscript(info, records[:start])
+                shown_items = dict(live.items)
+                for at in range(start, len(records), step):
+                    for op in live.advance(info, records[at : at + step]):
+                        if op["op"] == "remove":
+                            del shown_items[op["key"]]
+                        elif op["op"] == "put":
+                            shown_items[op["key"]] = op["html"]
+                    fresh = dict(Page(info, records[: at + step]).items())
+                    assert live.items == fresh, (session_id, start, step, at)
+                    # What the browser holds after the ops (order aside) is the page.
+                    assert shown_items == fresh, (session_id, start, step, at)
+        if session_id == sid:  # results under their calls are no items of their own
+            assert {"r3", "r4", "r8", "r15", "r16"} & live.items.keys() == {"r16"}  # 2nd result
