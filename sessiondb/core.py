@@ -104,8 +104,11 @@ class TurnWakeups:
 
     async def wait(self, session_id: str, seconds: float) -> None:
         event = self._events.setdefault(session_id, asyncio.Event())
+        # asyncio.timeout, not wait_for: on 3.11, wait_for wraps the wait in a task of its
+        # own, and a cancellation racing its timeout can be lost.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await event.wait()
         if event.is_set() and self._events.get(session_id) is event:
             del self._events[session_id]
 

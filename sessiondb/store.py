@@ -109,8 +109,8 @@ class SessionStore:
                 PgBouncer in transaction mode).
             namespace: the tenant scope of every query; default ``SESSIONDB_NAMESPACE``,
                 else ``"default"``.
-            connect_timeout, pool_min_size, pool_max_size, server_settings, ssl,
-                connect_args: how connections to Postgres are opened (see
+            connect_timeout, pool_min_size, pool_max_size, server_settings, ssl, connect_args:
+                how connections to Postgres are opened (see
                 :class:`sessiondb.config.ConnectOptions`); SQLite ignores them.
             max_record_bytes: the largest record the store writes, in UTF-8 bytes of
                 its stored JSON (default 64 MiB); a bigger one is refused with an

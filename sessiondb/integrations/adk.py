@@ -79,7 +79,7 @@ from ..store import SessionStore
 from ..tables import sessions
 from ..validation import check_record_size, column_text, to_json
 from .adk_overlays import has_overlays, overlay_rows
-from .loops import on_home, on_home_loop, settle_home
+from .loops import MigrateOnce, on_home, on_home_loop, settle_home
 
 try:
     from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -181,7 +181,7 @@ class SessionDBSessionService(BaseSessionService):
         # outside any loop, a loop thread of its own (ADK's sync Runner.run calls from
         # a new loop each time); for a store passed in, the loop of its first call.
         self._thread = settle_home(self._core, "sessiondb-adk", thread=self._owns_store)
-        self._migrate_first = create_tables
+        self._ready = MigrateOnce(self._store, pending=create_tables)
         # sessiondb ids of ADK sessions seen, by address; bounded (a miss costs a lookup).
         self._ids: dict[tuple[str, str, str], str] = {}
 
@@ -493,11 +493,6 @@ class SessionDBSessionService(BaseSessionService):
         if len(self._ids) >= 10_000:
             self._ids.clear()
         self._ids[address] = sid
-
-    async def _ready(self) -> None:
-        if self._migrate_first:
-            await self._store.migrate()
-            self._migrate_first = False
 
     async def _events(
         self, sid: str, last_seq: int, config: GetSessionConfig | None

@@ -52,7 +52,6 @@ that branch hidden.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +76,7 @@ from ..rows import HeadDelta, NewRecord, new_session_row
 from ..store import SessionStore
 from ..transfer.checks import record_row
 from ..validation import check_record_size, session_key, to_json
+from .loops import MigrateOnce
 
 try:
     from claude_agent_sdk import fold_session_summary
@@ -155,8 +155,7 @@ class SessionDBSessionStore:
             raise InvalidInputError(
                 f"store_or_url must be a SessionStore or a URL, got {type(store_or_url).__name__}"
             )
-        self._migrate_first = create_tables
-        self._ready: asyncio.Lock | None = None
+        self._prepare = MigrateOnce(self._store, pending=create_tables)
         # The reader's state after each session this adapter appended to last.
         self._mirrors: dict[str, _Mirror] = {}
 
@@ -279,16 +278,6 @@ class SessionDBSessionStore:
         return sid
 
     # -- helpers ----------------------------------------------------------------------------
-
-    async def _prepare(self) -> None:
-        if not self._migrate_first:
-            return
-        if self._ready is None:
-            self._ready = asyncio.Lock()
-        async with self._ready:
-            if self._migrate_first:
-                await self._store.migrate()
-                self._migrate_first = False
 
     async def _session(self, path: tuple[str, str, str | None], *, create: bool) -> str | None:
         """The id of the session of ``path``; made (a subagent's under its main

@@ -104,3 +104,29 @@ def on_home_loop(
         return await on_home(self.core, method(self, *args, **kwargs))
 
     return wrapper
+
+
+class Migratable(Protocol):
+    """What :class:`MigrateOnce` needs of a store."""
+
+    async def migrate(self) -> None: ...
+
+
+class MigrateOnce:
+    """An adapter's ``create_tables=True``: run the store's migrations before its first
+    call, once, however many of its calls race to be first."""
+
+    def __init__(self, store: Migratable, *, pending: bool) -> None:
+        self._store = store
+        self.pending = pending
+        self._lock: asyncio.Lock | None = None  # made on first use, on the caller's loop
+
+    async def __call__(self) -> None:
+        if not self.pending:
+            return
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.pending:
+                await self._store.migrate()
+                self.pending = False

@@ -1,4 +1,5 @@
-"""Throwaway Postgres replication for tests: a primary and hot standbys on free ports.
+"""Throwaway Postgres servers for tests: one server (:func:`cluster`), or a primary and
+hot standbys (:func:`replication`), on free ports.
 
 Every server is a cluster of its own, made with Debian's ``pg_createcluster`` (as on CI,
 which runs as root); a standby is the primary's ``pg_basebackup -R`` (streaming, hot).
@@ -55,7 +56,7 @@ def need_cluster_tools() -> None:
     elif os.geteuid() != 0:
         problem = "needs root to make throwaway clusters with pg_createcluster"
     if problem:
-        message = f"replication tests {problem}"
+        message = f"tests with servers of their own {problem}"
         if os.environ.get("SESSIONDB_REQUIRE_POSTGRES") == "1":
             pytest.fail(message + " (SESSIONDB_REQUIRE_POSTGRES=1)")
         pytest.skip(message)
@@ -203,14 +204,14 @@ class Replication:
             )
 
 
-def _create(version: str, name: str, port: int) -> Server:
-    options = [a for s in SERVER_SETTINGS for a in ("-o", s)]
+def _create(version: str, name: str, port: int, settings: Sequence[str] = ()) -> Server:
+    options = [a for s in (*SERVER_SETTINGS, *settings) for a in ("-o", s)]
     _run("pg_createcluster", version, name, "--port", str(port), *options, "--", "--auth=trust")
     return Server(version, name, port)
 
 
-def _make_standby(primary: Server, name: str) -> Server:
-    standby = _create(primary.version, name, free_port())
+def _make_standby(primary: Server, name: str, settings: Sequence[str]) -> Server:
+    standby = _create(primary.version, name, free_port(), settings)
     data = standby.data_directory
     shutil.rmtree(data)
     binary = Path("/usr/lib/postgresql") / primary.version / "bin" / "pg_basebackup"
@@ -226,21 +227,26 @@ def _make_standby(primary: Server, name: str) -> Server:
 
 @contextmanager
 def replication(
-    standbys: int = 1, *, synchronous: bool = False, prefix: str = "sessiondb_replication"
+    standbys: int = 1,
+    *,
+    synchronous: bool = False,
+    settings: Sequence[str] = (),
+    prefix: str = "sessiondb_replication",
 ) -> Iterator[Replication]:
     """A running primary with ``standbys`` hot standbys streaming from it; every cluster
-    is stopped and dropped afterwards, whatever happened to it."""
+    is stopped and dropped afterwards, whatever happened to it. ``settings``:
+    ``name=value`` server settings for every server, beside :data:`SERVER_SETTINGS`."""
     need_cluster_tools()
     version = newest_version()
     run = uuid.uuid4().hex[:8]
     made: list[Server] = []
     try:
-        primary = _create(version, f"{prefix}_{run}_p", free_port())
+        primary = _create(version, f"{prefix}_{run}_p", free_port(), settings)
         made.append(primary)
         primary.start()
         repl = Replication(primary)
         for i in range(standbys):
-            standby = _make_standby(primary, f"{prefix}_{run}_s{i}")
+            standby = _make_standby(primary, f"{prefix}_{run}_s{i}", settings)
             made.append(standby)
             repl.standbys.append(standby)
         repl.wait_streaming()
@@ -250,9 +256,25 @@ def replication(
         yield repl
     finally:
         for server in made:
-            subprocess.run(
-                ["pg_dropcluster", "--stop", server.version, server.name],
-                capture_output=True,
-                timeout=COMMAND_TIMEOUT,
-                check=False,
-            )
+            _drop(server)
+
+
+@contextmanager
+def cluster(prefix: str = "sessiondb_cluster") -> Iterator[Server]:
+    """One running server of its own, stopped and dropped afterwards."""
+    need_cluster_tools()
+    server = _create(newest_version(), f"{prefix}_{uuid.uuid4().hex[:8]}", free_port())
+    try:
+        server.start()
+        yield server
+    finally:
+        _drop(server)
+
+
+def _drop(server: Server) -> None:
+    subprocess.run(
+        ["pg_dropcluster", "--stop", server.version, server.name],
+        capture_output=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )

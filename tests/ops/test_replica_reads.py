@@ -1,5 +1,5 @@
 """Reads through read replicas on real streaming replication: a throwaway primary and a
-hot standby made with ``pg_basebackup -R`` (tests/helpers/replicas.py). Each read after
+hot standby made with ``pg_basebackup -R`` (tests/helpers/replication.py). Each read after
 the store's own write sees that write; the standby serves most reads (counted by the
 store and on the standby itself); a standby stopped mid-run sends reads back to the
 primary with no error; ``read_consistency="eventual"`` reads the standby unchecked; a
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.replicas import ReplicaSet, free_port, replica_set
+from helpers.replication import Replication, free_port, replication
 
 from sessiondb import Message, SessionStore
 from sessiondb.backends.replicas import PROBE_SECONDS, ReplicaBackend
@@ -24,11 +24,11 @@ PAIRS = 300
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[ReplicaSet]:
+def cluster() -> Iterator[Replication]:
     # Commits wait for the standby only where a store asks (synchronous_commit).
-    with replica_set(1, "synchronous_standby_names=*") as made:
-        asyncio.run(_migrate(made.primary.url))
-        made.wait_caught_up()
+    with replication(1, settings=["synchronous_standby_names=*"]) as made:
+        asyncio.run(_migrate(made.primary.url()))
+        made.wait_replayed()
         yield made
 
 
@@ -43,10 +43,10 @@ def _router(store: SessionStore) -> ReplicaBackend:
     return backend
 
 
-def _standby_reads(cluster: ReplicaSet) -> int:
+def _standby_reads(cluster: Replication) -> int:
     """Transactions the standby committed: each read it served is one."""
     return int(
-        cluster.standbys[0].psql(
+        cluster.standbys[0].sql(
             "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'"
         )
     )
@@ -70,13 +70,13 @@ async def _pairs(store: SessionStore, session_id: str, start: int, count: int) -
 
 
 async def test_each_read_sees_its_own_write_and_the_standby_serves_most(
-    cluster: ReplicaSet,
+    cluster: Replication,
 ) -> None:
     before = _standby_reads(cluster)
     # remote_apply: a commit returns once the standby has applied it, so the standby can
     # answer every read after it; the check is what lets the store know.
     async with SessionStore.open(
-        cluster.primary.url, replica_urls=[cluster.standbys[0].url], **_commit("remote_apply")
+        cluster.primary.url(), replica_urls=[cluster.standbys[0].url()], **_commit("remote_apply")
     ) as store:
         info = await store.create_session(name="replica reads")
         await _pairs(store, info.id, 0, PAIRS)
@@ -97,11 +97,11 @@ async def test_each_read_sees_its_own_write_and_the_standby_serves_most(
     print(f"replica reads: {counts}")
 
 
-async def test_asynchronous_replication_still_reads_own_writes(cluster: ReplicaSet) -> None:
+async def test_asynchronous_replication_still_reads_own_writes(cluster: Replication) -> None:
     """Commits that do not wait for the standby: a read the standby cannot yet answer
     goes to the primary; none misses its write."""
     async with SessionStore.open(
-        cluster.primary.url, replica_urls=[cluster.standbys[0].url], **_commit("local")
+        cluster.primary.url(), replica_urls=[cluster.standbys[0].url()], **_commit("local")
     ) as store:
         info = await store.create_session()
         await _pairs(store, info.id, 0, PAIRS)
@@ -111,12 +111,12 @@ async def test_asynchronous_replication_still_reads_own_writes(cluster: ReplicaS
 
 
 async def test_concurrent_tasks_of_one_store_each_read_their_own_writes(
-    cluster: ReplicaSet,
+    cluster: Replication,
 ) -> None:
     """Overlapping writes of one store: a read must find every write that ended before
     it began, whichever order their commits reached the standby in."""
     async with SessionStore.open(
-        cluster.primary.url, replica_urls=[cluster.standbys[0].url], **_commit("local")
+        cluster.primary.url(), replica_urls=[cluster.standbys[0].url()], **_commit("local")
     ) as store:
         ids = [(await store.create_session()).id for _ in range(8)]
         await asyncio.gather(*(_pairs(store, sid, 0, 30) for sid in ids))
@@ -127,13 +127,13 @@ async def test_concurrent_tasks_of_one_store_each_read_their_own_writes(
     print(f"concurrent replica reads: {counts}")
 
 
-async def test_a_read_after_overlapping_writes_checks_for_each(cluster: ReplicaSet) -> None:
+async def test_a_read_after_overlapping_writes_checks_for_each(cluster: Replication) -> None:
     async with SessionStore.open(
-        cluster.primary.url, replica_urls=[cluster.standbys[0].url], **_commit("local")
+        cluster.primary.url(), replica_urls=[cluster.standbys[0].url()], **_commit("local")
     ) as store:
         router = _router(store)
         a, b = [(await store.create_session()).id for _ in range(2)]
-        cluster.wait_caught_up()
+        cluster.wait_replayed()
         await store.get_session(a)  # the replica is seen to have both sessions
         assert router.log.since(router.replicas[0].seen) == []
         await asyncio.gather(
@@ -142,7 +142,7 @@ async def test_a_read_after_overlapping_writes_checks_for_each(cluster: ReplicaS
         )
         replica = router.replicas[0]
         assert len(router.log.since(replica.seen) or []) == 2  # neither covers the other
-        cluster.wait_caught_up()
+        cluster.wait_replayed()
         served = router.read_counts()[replica.where]
         assert _texts(await store.context(a)) == ["a1"]
         assert _texts(await store.context(b)) == ["b1"]
@@ -150,24 +150,24 @@ async def test_a_read_after_overlapping_writes_checks_for_each(cluster: ReplicaS
         assert router.log.since(replica.seen) == []
 
 
-async def test_a_standby_stopped_mid_run_sends_reads_to_the_primary(cluster: ReplicaSet) -> None:
+async def test_a_standby_stopped_mid_run_sends_reads_to_the_primary(cluster: Replication) -> None:
     standby = cluster.standbys[0]
     async with SessionStore.open(
-        cluster.primary.url, replica_urls=[standby.url], **_commit("local")
+        cluster.primary.url(), replica_urls=[standby.url()], **_commit("local")
     ) as store:
         router = _router(store)
         info = await store.create_session()
         await _pairs(store, info.id, 0, 50)
         on_standby = router.read_counts()[router.replicas[0].where]
         assert on_standby > 0
-        standby.ctl("stop", mode="immediate")
+        standby.stop("immediate")
         try:
             await _pairs(store, info.id, 50, 100)  # no error, every write seen
             assert router.read_counts()[router.replicas[0].where] == on_standby
             assert not router.replicas[0].well
         finally:
-            standby.ctl("start")
-        cluster.wait_caught_up()
+            standby.start()
+        cluster.wait_replayed()
         # Found well again by a probe, it serves reads again.
         deadline = time.monotonic() + 30
         while router.read_counts()[router.replicas[0].where] == on_standby:
@@ -176,11 +176,11 @@ async def test_a_standby_stopped_mid_run_sends_reads_to_the_primary(cluster: Rep
             assert len(await store.context(info.id)) == 150
 
 
-async def test_an_unreachable_replica_is_skipped_without_an_error(cluster: ReplicaSet) -> None:
+async def test_an_unreachable_replica_is_skipped_without_an_error(cluster: Replication) -> None:
     nowhere = f"postgresql://app:S3cr3tPw@127.0.0.1:{free_port()}/postgres"
     async with SessionStore.open(
-        cluster.primary.url,
-        replica_urls=[nowhere, cluster.standbys[0].url],
+        cluster.primary.url(),
+        replica_urls=[nowhere, cluster.standbys[0].url()],
         connect_timeout=2,
         **_commit("remote_apply"),
     ) as store:
@@ -194,25 +194,25 @@ async def test_an_unreachable_replica_is_skipped_without_an_error(cluster: Repli
         assert not router.replicas[0].well
 
 
-def _apply_delay(cluster: ReplicaSet, delay: str) -> None:
+def _apply_delay(cluster: Replication, delay: str) -> None:
     standby = cluster.standbys[0]
-    standby.psql(f"ALTER SYSTEM SET recovery_min_apply_delay = '{delay}'")
-    standby.psql("SELECT pg_reload_conf()")
+    standby.sql(f"ALTER SYSTEM SET recovery_min_apply_delay = '{delay}'")
+    standby.sql("SELECT pg_reload_conf()")
 
 
 async def test_eventual_reads_skip_the_check_and_lag_beyond_the_limit_skips(
-    cluster: ReplicaSet,
+    cluster: Replication,
 ) -> None:
     standby = cluster.standbys[0]
-    async with SessionStore.open(cluster.primary.url) as writer:
+    async with SessionStore.open(cluster.primary.url()) as writer:
         info = await writer.create_session()
-    cluster.wait_caught_up()
+    cluster.wait_replayed()
     _apply_delay(cluster, "4s")
     try:
-        common = {"replica_urls": [standby.url], **_commit("local")}
+        common = {"replica_urls": [standby.url()], **_commit("local")}
         async with (
-            SessionStore.open(cluster.primary.url, read_consistency="eventual", **common) as ev,
-            SessionStore.open(cluster.primary.url, max_replica_lag=3600, **common) as checked,
+            SessionStore.open(cluster.primary.url(), read_consistency="eventual", **common) as ev,
+            SessionStore.open(cluster.primary.url(), max_replica_lag=3600, **common) as checked,
         ):
             assert await ev.context(info.id) == []  # the standby answers
             await checked.append(info.id, {"role": "user", "content": "fresh"})
@@ -223,7 +223,7 @@ async def test_eventual_reads_skip_the_check_and_lag_beyond_the_limit_skips(
             assert _texts(await checked.context(info.id)) == ["fresh"]
         # A limit below the lag: the standby is skipped, even by eventual reads.
         async with SessionStore.open(
-            cluster.primary.url, read_consistency="eventual", max_replica_lag=1, **common
+            cluster.primary.url(), read_consistency="eventual", max_replica_lag=1, **common
         ) as strict:
             router = _router(strict)
             for i in range(3):
@@ -237,4 +237,4 @@ async def test_eventual_reads_skip_the_check_and_lag_beyond_the_limit_skips(
             assert router.read_counts()[router.replicas[0].where] == 0
     finally:
         _apply_delay(cluster, "0")
-    cluster.wait_caught_up()
+    cluster.wait_replayed()

@@ -7,10 +7,6 @@ gapless and the head agrees, and that the first call after it is back succeeds."
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
 import time
 import uuid
 from collections import Counter
@@ -19,80 +15,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from helpers.replication import Server
+from helpers.replication import cluster as own_cluster
 
 from sessiondb import BusyError, DatabaseUnavailableError, SessionDBError, SessionStore
 
 pytestmark = pytest.mark.postgres_only
 
-TIMEOUT_S = 120.0
-
-
-@dataclass
-class Cluster:
-    version: str
-    name: str
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def ctl(self, *action: str) -> None:
-        subprocess.run(
-            ["pg_ctlcluster", "-m", "fast", self.version, self.name, *action],
-            check=True,
-            capture_output=True,
-            timeout=TIMEOUT_S,
-        )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _version() -> str:
-    """The PostgreSQL major version whose clusters the tools manage (the newest)."""
-    out = subprocess.run(
-        ["pg_lsclusters", "--no-header"], check=True, capture_output=True, text=True
-    ).stdout
-    versions = sorted({line.split()[0] for line in out.splitlines() if line.strip()}, key=float)
-    return versions[-1] if versions else "15"
+#: Seconds the writers may take to see the server back.
+RECOVERY_TIMEOUT_S = 120.0
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    """A fresh cluster on a free port with trust authentication, dropped afterwards."""
-    if shutil.which("pg_createcluster") is None:
-        message = "the server restart test needs pg_createcluster (postgresql-common)"
-        if os.environ.get("SESSIONDB_REQUIRE_POSTGRES") == "1":
-            pytest.fail(message + " (SESSIONDB_REQUIRE_POSTGRES=1)")
-        pytest.skip(message)
-    made = Cluster(_version(), f"sessiondb_restart_{uuid.uuid4().hex[:8]}", _free_port())
-    try:
-        subprocess.run(
-            [
-                "pg_createcluster",
-                made.version,
-                made.name,
-                "--port",
-                str(made.port),
-                "--",
-                "--auth=trust",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=TIMEOUT_S,
-        )
-        made.ctl("start")
-        yield made
-    finally:
-        subprocess.run(
-            ["pg_dropcluster", "--stop", made.version, made.name],
-            capture_output=True,
-            timeout=TIMEOUT_S,
-        )
+def cluster() -> Iterator[Server]:
+    """A fresh server on a free port with trust authentication, dropped afterwards."""
+    with own_cluster("sessiondb_restart") as server:
+        yield server
 
 
 @dataclass
@@ -140,7 +78,7 @@ async def _writer(
 
 async def _until(condition: Any, what: str, writers: list[asyncio.Task[None]]) -> None:
     """Wait for ``condition``; a writer that died (an untyped error) fails the test."""
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + RECOVERY_TIMEOUT_S
     while not condition():
         for task in writers:
             if task.done():
@@ -151,9 +89,9 @@ async def _until(condition: Any, what: str, writers: list[asyncio.Task[None]]) -
 
 
 async def test_a_server_restarted_under_load_loses_and_duplicates_nothing(
-    cluster: Cluster,
+    cluster: Server,
 ) -> None:
-    stores = [await SessionStore.connect(cluster.url, connect_timeout=5) for _ in range(2)]
+    stores = [await SessionStore.connect(cluster.url(), connect_timeout=5) for _ in range(2)]
     out = Outcomes()
     go, stop = asyncio.Event(), asyncio.Event()
     go.set()
@@ -169,7 +107,7 @@ async def test_a_server_restarted_under_load_loses_and_duplicates_nothing(
 
         # Down, mid-load: the writers' appends fail, typed, while it stays down.
         failed_before = len(out.failed) + len(out.unknown)
-        await asyncio.to_thread(cluster.ctl, "stop")
+        await asyncio.to_thread(cluster.stop)
         await _until(
             lambda: (
                 out.errors["DatabaseUnavailableError"] >= 4
@@ -180,7 +118,7 @@ async def test_a_server_restarted_under_load_loses_and_duplicates_nothing(
         )
         go.clear()  # the writers finish the append in hand, then wait
         await asyncio.sleep(2.5)  # longer than one append's retries
-        await asyncio.to_thread(cluster.ctl, "start")
+        await asyncio.to_thread(cluster.start)
 
         # The first call after it is back succeeds, on a pool of dead connections.
         (first,) = await stores[1].append(session_id, {"role": "user", "content": "first back"})

@@ -3,7 +3,6 @@ with branches and usage like ``AdvancedSQLiteSession``'s."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -29,6 +28,7 @@ from ...ids import new_session_id
 from ...models import Record, SessionInfo
 from ...store import SessionStore
 from ...validation import session_key, strict_int
+from ..loops import MigrateOnce
 from . import branches as br
 from . import history
 from .items import (
@@ -145,7 +145,7 @@ class SessionDBSession:
             )
         self._store = store
         self._owns_store = False
-        self._migrate_first = False
+        self._migrated = MigrateOnce(store, pending=False)
         self._create_kwargs = dict(create_kwargs or {})
         self._summarizer = summarizer
         self._compactor = compactor
@@ -153,7 +153,6 @@ class SessionDBSession:
         self._sid: str | None = None  # sessiondb's id of the keyed session, once known
         self._branch = br.MAIN
         self._branch_sid: str | None = None  # the current branch's session, off main
-        self._ready: asyncio.Lock | None = None
 
     @classmethod
     def from_url(
@@ -185,7 +184,7 @@ class SessionDBSession:
         except TypeError as exc:
             raise InvalidInputError(f"SessionDBSession.from_url: {exc}") from None
         session._owns_store = True
-        session._migrate_first = create_tables
+        session._migrated.pending = create_tables
         return session
 
     @property
@@ -566,15 +565,6 @@ class SessionDBSession:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
-
-    async def _migrated(self) -> None:
-        if self._migrate_first:
-            if self._ready is None:
-                self._ready = asyncio.Lock()
-            async with self._ready:
-                if self._migrate_first:
-                    await self._store.migrate()
-                    self._migrate_first = False
 
     async def _session(self, *, create: bool) -> str | None:
         """sessiondb's id of the keyed session; ``None`` when it does not exist and
