@@ -49,6 +49,11 @@ class Sizes:
     big_file_lines: int
     # 10. OpenAI Agents SDK sessions: items in the long session
     agents_items: int
+    # 13. search: records of the small and the large database (the same hits in both),
+    # timed searches per side
+    search_small: int = 20_000
+    search_large: int = 1_000_000
+    search_reps: int = 100
 
 
 FULL = Sizes(
@@ -106,6 +111,8 @@ QUICK = replace(
     import_reps=3,
     export_reps=9,
     big_file_lines=20_000,
+    search_large=200_000,
+    search_reps=50,
 )
 
 # Only proves that every figure still runs (the smoke test): seconds, not a measurement.
@@ -136,6 +143,9 @@ TINY = replace(
     export_reps=1,
     big_file_lines=400,
     agents_items=400,
+    search_small=400,
+    search_large=4_000,
+    search_reps=5,
 )
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from sessiondb.backends import open_backend
 from sessiondb.config import Settings
-from sessiondb.migrate import is_sessiondb_table
+from sessiondb.migrate import is_search_table, is_sessiondb_table
 from sessiondb.tables import VERSION_TABLE, metadata
 
 config = context.config
@@ -25,7 +25,8 @@ if config.config_file_name is not None and config.attributes.get("connection") i
 
 def _own_tables_only(name: str | None, type_: str, parent_names: object) -> bool:
     # The database is often shared with a service's own tables: never propose dropping them.
-    return type_ != "table" or is_sessiondb_table(name)
+    # SQLite's FTS5 search table is made by its migration alone (sessiondb.migrate).
+    return type_ != "table" or (is_sessiondb_table(name) and not is_search_table(name))
 
 
 def _configure(connection: Connection) -> None:

@@ -101,14 +101,14 @@ async def _write_batch(core: Core, batch: Batch) -> None:
     at = now()
     session_rows = [tuple(v[c] for c in q.SESSION_COLUMN_NAMES) for v, _ in batch]
     record_rows = [
-        row.values(values["id"], seq, at)
+        row.values(values["id"], seq, at, core.search_indexing)
         for values, rows in batch
         for seq, row in enumerate(rows, start=1)
     ]
 
     async def unit(tx: Transaction) -> None:
         await tx.insert(sessions, session_rows)
-        await tx.insert(records, record_rows)
+        await tx.insert(records, core.indexable(record_rows))
 
     try:
         await core.transact(unit)

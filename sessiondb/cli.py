@@ -77,6 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("--cascade", action="store_true", help="also delete its forks")
     rm.set_defaults(handler=_rm)
 
+    find = commands.add_parser("search", help="find messages and summaries by their words")
+    find.add_argument(
+        "query", help='words; "a phrase", -word, a OR b, word* (see the README\'s Search)'
+    )
+    find.add_argument("--session", metavar="ID", help="only this session (and what it inherits)")
+    find.add_argument("--limit", type=int, default=20, help="hits per page (default 20)")
+    find.add_argument("--cursor", help="next page: the cursor the previous page printed")
+    find.add_argument("--thinking", action="store_true", help="search thinking blocks too")
+    find.add_argument("--all", action="store_true", help="tombstoned and pruned records too")
+    find.add_argument("--json", action="store_true", help="the page as JSON")
+    find.set_defaults(handler=_search)
+
     compact = commands.add_parser(
         "compact", help="summarise a session's older messages (offline summarizer by default)"
     )
@@ -268,6 +280,45 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: TextIO) -> N
         print("(no sessions)", file=out)
     if page.next_cursor:
         print(f"more: --cursor {shown(page.next_cursor)}", file=out)
+
+
+async def _search(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    page = await store.search(
+        args.query,
+        limit=args.limit,
+        cursor=args.cursor,
+        session_id=args.session,
+        thinking=args.thinking,
+        hidden=args.all,
+    )
+    if args.json:
+        data = {
+            "hits": [h.model_dump(mode="json") for h in page.hits],
+            "nextCursor": page.next_cursor,
+        }
+        out.write(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False)) + "\n")
+        return
+    bold = out.isatty()
+    for hit in page.hits:
+        what = hit.role or hit.kind
+        print(f"{shown(hit.session_id)}  #{hit.seq}  {what}  {_timestamp(hit.timestamp)}", file=out)
+        print("    " + _snippet(hit.snippet, hit.spans, bold), file=out)
+    if not page.hits:
+        print("(no matches)", file=out)
+    if page.next_cursor:
+        print(f"more: --cursor {shown(page.next_cursor)}", file=out)
+
+
+def _snippet(text: str, spans: Sequence[tuple[int, int]], bold: bool) -> str:
+    """A snippet escaped piece by piece; matched words bold on a terminal, the bold's
+    escape codes added only after the text around them was escaped."""
+    parts, at = [], 0
+    on, off = ("\x1b[1m", "\x1b[0m") if bold else ("", "")
+    for start, end in spans:
+        parts += [shown(text[at:start]), on, shown(text[start:end]), off]
+        at = end
+    parts.append(shown(text[at:]))
+    return "".join(parts)
 
 
 def _shown_key(key: str | None) -> str:

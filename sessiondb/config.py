@@ -131,7 +131,11 @@ class StoreOptions(TypedDict, total=False):
     max_replica_lag: float
     read_consistency: str
     feed: str
+    search_config: str
 
+
+# A regconfig name: an identifier, optionally schema-qualified, at most 63 bytes each.
+_REGCONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
 
 #: How a Postgres store's change feed learns of commits: ``auto`` LISTENs and falls back
 #: to polling when notifications do not arrive (PgBouncer in transaction mode);
@@ -156,6 +160,10 @@ class Settings:
     read_consistency: str = "session"
     #: One of :data:`FEED_MODES`.
     feed: str = "auto"
+    #: The Postgres text search configuration (a ``regconfig``) of the search index:
+    #: ``simple`` (every word as it is, lower-cased) unless a language's stemming is
+    #: wanted (``english``). One per database: the index holds what the writer made.
+    search_config: str = "simple"
 
     def __post_init__(self) -> None:
         check_namespace(self.namespace)
@@ -163,6 +171,11 @@ class Settings:
         if self.feed not in FEED_MODES:
             raise ConfigurationError(
                 f"feed must be one of {', '.join(FEED_MODES)}, got {self.feed!r}"
+            )
+        if not isinstance(self.search_config, str) or not _REGCONFIG.fullmatch(self.search_config):
+            raise ConfigurationError(
+                "search_config must name a Postgres text search configuration "
+                f"(letters, digits, _; optionally schema.name), got {self.search_config!r}"
             )
         limit = self.max_record_bytes
         if (
@@ -180,7 +193,8 @@ class Settings:
             f"connect={self.connect!r}, max_record_bytes={self.max_record_bytes!r}, "
             f"replica_urls={[masked_url(u) for u in self.replica_urls]!r}, "
             f"max_replica_lag={self.max_replica_lag!r}, "
-            f"read_consistency={self.read_consistency!r}, feed={self.feed!r})"
+            f"read_consistency={self.read_consistency!r}, feed={self.feed!r}, "
+            f"search_config={self.search_config!r})"
         )
 
     def for_replica(self, url: URL) -> Settings:
@@ -259,6 +273,7 @@ class Settings:
             max_replica_lag=passed.get("max_replica_lag", DEFAULT_MAX_REPLICA_LAG),
             read_consistency=passed.get("read_consistency", "session"),
             feed=passed.get("feed", "auto"),
+            search_config=passed.get("search_config", "simple"),
         )
 
     @property

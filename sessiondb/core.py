@@ -34,6 +34,7 @@ from .errors import (
     DatabaseUnavailableError,
     InvalidInputError,
     SeqConflictError,
+    SessionDBError,
     SessionNotFoundError,
 )
 from .models import Message, Record, SessionInfo
@@ -45,6 +46,7 @@ from .rows import (
     records_from_rows,
     session_info,
 )
+from .tables import SEARCH
 from .validation import check_record_size, strict_int
 
 T = TypeVar("T")
@@ -158,6 +160,15 @@ class Core:
         # one), once an adapter that is called from other threads has decided it.
         self.home_loop: asyncio.AbstractEventLoop | None = None
         self.home_lock = threading.Lock()
+        # Whether writes index the text of records for search (sessiondb.search). Off
+        # for a store that must not keep plaintext beside its records (an encrypted
+        # namespace), and for the benchmark's side without the index; search then
+        # refuses to run.
+        self.search_indexing = True
+        # False once a write found no search index in the schema (new code ahead of
+        # ``migrate`` in a rolling upgrade): writes go on without it, until the next
+        # migrate, whose revision 0006 indexes what they wrote.
+        self.search_schema = True
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
 
@@ -200,8 +211,43 @@ class Core:
                 if outcome_unknown_ok and exc.outcome_unknown:
                     exc.retryable = True
                 raise
+            except SessionDBError as exc:
+                if not self.search_missing(exc):
+                    raise
+            # Rolled back: again, writing no search index (see search_missing).
+            async with self.backend.transaction() as tx:
+                return await unit(tx)
 
         return await retrying(once)
+
+    # -- the search index ---------------------------------------------------------------
+
+    @property
+    def indexes(self) -> bool:
+        """Whether writes index the text of records for search now."""
+        return self.search_indexing and self.search_schema
+
+    def search_missing(self, exc: SessionDBError) -> bool:
+        """Whether a write failed because the schema has no search index yet (the
+        records' ``search`` column on Postgres, the FTS5 table on SQLite: revision 0006
+        not run); if so, writes go on without it until :meth:`schema_migrated`."""
+        text = str(exc)
+        if self.search_schema and ('column "search"' in text or f"no such table: {SEARCH}" in text):
+            self.search_schema = False
+            return True
+        return False
+
+    def schema_migrated(self) -> None:
+        """After a migrate: the tables are today's again."""
+        self.turns_table = True
+        self.search_schema = True
+
+    def indexable(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Record rows as :meth:`indexes` allows: without their search values when
+        writes index nothing now."""
+        if self.indexes:
+            return rows
+        return [r if r[-1] is None else (*r[:-1], None) for r in rows]
 
     def integrity_error(self, exc: IntegrityViolation, key: str | None = None) -> Exception:
         """The typed error for a constraint a write broke."""
@@ -296,7 +342,12 @@ class Core:
         at = now()
         delta = HeadDelta.of(rows, name=session_id not in self.named)
         head = delta.head(session_id, self.namespace, len(rows), at, expected_seq)
-        first = await self.backend.append(head, [r.append_values() for r in rows])
+        try:
+            first = await self.backend.append(head, [r.append_values(self.indexes) for r in rows])
+        except SessionDBError as exc:
+            if not self.search_missing(exc):
+                raise
+            first = await self.backend.append(head, [r.append_values(False) for r in rows])
         if first is None:
             raise await self._missing_or_conflict(None, session_id, expected_seq)
         if delta.name is not None:
@@ -328,7 +379,7 @@ class Core:
         at = now()
         delta = HeadDelta.of(new_rows)
         head = delta.head(session_id, self.namespace, len(new_rows), at, expected_seq)
-        first = await tx.append(head, [r.append_values() for r in new_rows])
+        first = await tx.append(head, [r.append_values(self.indexes) for r in new_rows])
         if first is None:
             raise await self._missing_or_conflict(tx, session_id, expected_seq)
         fresh = iter(r.to_record(session_id, first + i, at) for i, r in enumerate(new_rows))

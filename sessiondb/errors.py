@@ -142,6 +142,10 @@ class InvalidInputError(SessionDBError, ValueError):
     """The input is not valid; nothing was written."""
 
 
+class InvalidQueryError(InvalidInputError):
+    """The search query cannot be read: empty, too long, or made only of exclusions."""
+
+
 class InvalidSessionIdError(InvalidInputError):
     """A session id must be a 26-character ULID in Crockford base32."""
 

@@ -56,6 +56,8 @@ async def fork(
         await tx.fetch((q.insert_rows(sessions.name), values))
         if detach and point > 0:
             await tx.fetch(q.copy_lineage(session_id, core.namespace, child_id, point))
+            if core.flavour == q.SQLITE:  # Postgres copied the records' search column
+                await tx.fetch(q.copy_search_sqlite(session_id, core.namespace, child_id, point))
 
     try:
         await core.transact(unit)

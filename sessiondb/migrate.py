@@ -16,7 +16,7 @@ from alembic.config import Config
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .tables import VERSION_TABLE
+from .tables import SEARCH, VERSION_TABLE
 
 __all__ = [
     "TABLE_PREFIX",
@@ -24,6 +24,7 @@ __all__ = [
     "alembic_config",
     "include_name",
     "include_object",
+    "is_search_table",
     "is_sessiondb_table",
     "run",
     "run_sync",
@@ -38,6 +39,13 @@ TABLE_PREFIX = "sessiondb_"
 def is_sessiondb_table(name: object) -> bool:
     """Whether ``name`` is one of sessiondb's tables (its version table included)."""
     return isinstance(name, str) and name.startswith(TABLE_PREFIX)
+
+
+def is_search_table(name: object) -> bool:
+    """Whether ``name`` is SQLite's FTS5 search table or one of the tables FTS5 keeps for
+    it (``sessiondb_search_data``, …): made by migration 0006, not described by
+    :mod:`sessiondb.tables` (SQLAlchemy has no virtual tables), so never compared."""
+    return isinstance(name, str) and (name == SEARCH or name.startswith(SEARCH + "_"))
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
@@ -81,9 +89,17 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
-def run_sync(conn: Connection, action: str = "upgrade", revision: str = "head") -> None:
-    """Run an Alembic command (``upgrade``/``downgrade``/``check``) on ``conn``."""
+def run_sync(
+    conn: Connection,
+    action: str = "upgrade",
+    revision: str = "head",
+    search_config: str | None = None,
+) -> None:
+    """Run an Alembic command (``upgrade``/``downgrade``/``check``) on ``conn``;
+    ``search_config``: the store's, for the search index the upgrade fills (Postgres)."""
     cfg = alembic_config(conn)
+    if search_config is not None:
+        cfg.attributes["search_config"] = search_config
     fn: Any = getattr(command, action)
     if action == "check":
         fn(cfg)

@@ -263,6 +263,43 @@ class SessionPage(BaseModel):
     next_cursor: str | None
 
 
+class SearchHit(BaseModel):
+    """One record that matched a search (:meth:`SessionStore.search`).
+
+    ``snippet`` is plain text cut from the record, never escaped and with no markup;
+    ``spans`` are the ``[start, end)`` offsets in it of the words the query matched.
+    ``rank``: higher is better, on a scale of the backend's own (Postgres ``ts_rank``,
+    SQLite's negated ``bm25``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    seq: int
+    kind: Literal["message", "compaction"]
+    role: str | None  # the message's role; None for a compaction summary
+    timestamp: datetime
+    snippet: str
+    spans: tuple[tuple[int, int], ...]
+    rank: float
+
+    def marked(self, open: str = "[", close: str = "]") -> str:
+        """The snippet with each matched span between ``open`` and ``close``."""
+        parts, at = [], 0
+        for start, end in self.spans:
+            parts += [self.snippet[at:start], open, self.snippet[start:end], close]
+            at = end
+        parts.append(self.snippet[at:])
+        return "".join(parts)
+
+
+class SearchPage(BaseModel):
+    """One page of search hits, best first; pass ``next_cursor`` back for the next page."""
+
+    hits: list[SearchHit]
+    next_cursor: str | None
+
+
 class NewSession(BaseModel):
     """A session to create together with its messages (``SessionStore.import_sessions``).
 

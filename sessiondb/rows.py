@@ -29,6 +29,7 @@ from .models import (
     wire_text,
 )
 from .naming import derive_name
+from .search_text import IndexSource, index_source, payload_index_source
 from .validation import check_source, column_text, session_fields, session_key, to_json
 
 
@@ -47,8 +48,15 @@ class NewRecord:
     wire: dict[str, Any] | None = None
     message: Message | None = None  # the model of ``wire``, validated before the write
 
-    def append_values(self) -> tuple[Any, ...]:
-        """The values of :data:`statements.APPEND_COLUMN_NAMES`."""
+    def index_source(self) -> IndexSource:
+        """What the search index takes of the record (:mod:`sessiondb.search_text`)."""
+        if self.wire is not None:
+            return index_source("message", self.wire)
+        return payload_index_source(self.kind, self.payload)
+
+    def append_values(self, indexed: bool = True) -> tuple[Any, ...]:
+        """The values of :data:`statements.APPEND_COLUMN_NAMES`; ``indexed``: with what
+        the search index takes of the record (else None: a store that indexes nothing)."""
         return (
             self.kind,
             self.role,
@@ -59,12 +67,15 @@ class NewRecord:
             self.first_kept_seq,
             len(self.payload),
             self.payload,
+            self.index_source() if indexed else None,
         )
 
-    def values(self, session_id: str, seq: int, at: datetime) -> tuple[Any, ...]:
+    def values(
+        self, session_id: str, seq: int, at: datetime, indexed: bool = True
+    ) -> tuple[Any, ...]:
         """The row in the records table's column order: the append's values with the
         session, the seq and the time in their places."""
-        appended = self.append_values()
+        appended = self.append_values(indexed)
         return (session_id, seq, *appended[:2], at, *appended[2:])
 
     def to_record(self, session_id: str, seq: int, at: datetime) -> Record:

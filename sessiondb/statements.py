@@ -51,6 +51,7 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    column,
     delete,
     func,
     insert,
@@ -58,17 +59,18 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    table,
     text,
     true,
     tuple_,
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, REGCONFIG, TSVECTOR
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from .tables import Id, UTCDateTime, adk_sessions, adk_state, records, sessions, turns
+from .tables import SEARCH, Id, UTCDateTime, adk_sessions, adk_state, records, sessions, turns
 
 Bound = tuple[Executable, dict[str, Any]]
 
@@ -76,8 +78,13 @@ POSTGRES = "postgresql"
 SQLITE = "sqlite"
 
 # The records table's columns in table order: the order of every row tuple sessiondb
-# inserts (:func:`insert_rows`, COPY).
+# inserts (:func:`insert_rows`, COPY). The last, ``search``, holds in a row tuple what
+# the search index takes of the record (:data:`sessiondb.search_text.IndexSource`: the
+# text and thinking, or None), which each backend indexes its own way.
 RECORD_COLUMN_NAMES = tuple(c.name for c in records.c)
+assert RECORD_COLUMN_NAMES[-1] == "search"
+#: The columns written as given (all but ``search``).
+RECORD_DATA_COLUMNS = RECORD_COLUMN_NAMES[:-1]
 SESSION_COLUMN_NAMES = tuple(c.name for c in sessions.c)
 # What an append supplies per record; the backend adds session_id, seq and created_at.
 APPEND_COLUMN_NAMES = (
@@ -90,6 +97,7 @@ APPEND_COLUMN_NAMES = (
     "first_kept_seq",
     "size",
     "payload",
+    "search",
 )
 # What a read of records returns, in this order.
 RECORD_READ = (
@@ -746,9 +754,91 @@ _LOCK_HEAD = (
 
 @cache
 def insert_rows(table_name: str) -> Insert:
-    """``INSERT`` of one row of the table, every column bound by name in table order."""
+    """``INSERT`` of one row of the table, every column bound by name in table order
+    (for records, every column but ``search``)."""
     table = records if table_name == records.name else sessions
-    return insert(table).values({c.name: bindparam(c.name, type_=c.type) for c in table.c})
+    return insert(table).values(
+        {c.name: bindparam(c.name, type_=c.type) for c in table.c if c.name != "search"}
+    )
+
+
+# -- the search index -------------------------------------------------------------------------
+#
+# Postgres: ``search`` is ``to_tsvector(:search_config, text)``, thinking added with weight
+# A (search_query.THINKING_WEIGHT), made by the statement that inserts the record; the
+# text comes from Python (sessiondb.search_text), never from walking the JSON in SQL.
+
+
+def search_vector(body: ColumnElement[Any], thinking: ColumnElement[Any]) -> ColumnElement[Any]:
+    """Postgres: the ``tsvector`` of a record's text ``body`` and ``thinking`` (NULL when
+    ``body`` is NULL: a record search does not see)."""
+    cfg = cast(bindparam("search_config", type_=Text()), REGCONFIG)
+    text_vector = func.to_tsvector(cfg, body, type_=TSVECTOR)
+    with_thinking = text_vector.op("||")(
+        func.setweight(func.to_tsvector(cfg, thinking), literal_column("'A'"))
+    )
+    return case((thinking.is_(None), text_vector), else_=with_thinking)
+
+
+#: SQLite: index one record (``sid``, ``seq``) in the FTS5 table, whose rowid is the
+#: record's. Parameters in this order: ``body``, ``thinking``, ``sid``, ``seq``.
+INDEX_RECORD_SQLITE = text(
+    f"INSERT INTO {SEARCH} (rowid, body, thinking) SELECT rowid, :body, :thinking "
+    f"FROM {records.name} WHERE session_id = :sid AND seq = :seq"
+)
+
+
+def copy_search_sqlite(source_id: str, namespace: str, target_id: str, upto: int) -> Bound:
+    """SQLite: after :func:`copy_lineage`, the FTS5 rows of the records it copied (read
+    from the FTS5 table's own copy of the text)."""
+    return _copy_search_sqlite(), _scope(source_id, namespace, target=target_id, upto=upto)
+
+
+@cache
+def _copy_search_sqlite() -> Executable:
+    lin = lineage()
+    old, new = records.alias("old"), records.alias("new")
+    fts = table(SEARCH, column("rowid"), column("body"), column("thinking"))
+    query = (
+        select(new.c.seq.label("_"))  # replaced below: rowid is not a Core column
+        .select_from(
+            old.join(lin, and_(old.c.session_id == lin.c.id, old.c.seq <= lin.c.upto))
+            .join(fts, fts.c.rowid == literal_column("old.rowid"))
+            .join(
+                new,
+                and_(new.c.session_id == bindparam("target", type_=Id), new.c.seq == old.c.seq),
+            )
+        )
+        .where(old.c.seq <= bindparam("upto", type_=BigInteger()))
+        .with_only_columns(literal_column("new.rowid"), fts.c.body, fts.c.thinking)
+    )
+    return insert(fts).from_select(["rowid", "body", "thinking"], query)
+
+
+@cache
+def insert_records_indexed() -> Insert:
+    """Postgres: many records in one statement, bound as one array per column
+    (``search_body``, ``search_thinking`` for the index), each record's ``search`` made
+    from its text. The bulk paths' COPY cannot call ``to_tsvector``."""
+    types = {c.name: c.type for c in records.c}
+    names = (*RECORD_DATA_COLUMNS, "search_body", "search_thinking")
+    arrays = [
+        bindparam(
+            n,
+            type_=ARRAY(
+                Text()
+                if n.startswith("search_")
+                else (UTCDateTime().impl if n == "created_at" else types[n])
+            ),
+        )
+        for n in names
+    ]
+    rows = func.unnest(*arrays).table_valued(*names).render_derived(name="r")
+    c = rows.c
+    row = select(
+        *[c[n] for n in RECORD_DATA_COLUMNS], search_vector(c.search_body, c.search_thinking)
+    )
+    return insert(records).from_select(list(RECORD_COLUMN_NAMES), row)
 
 
 # -- appends ----------------------------------------------------------------------------------
@@ -822,11 +912,15 @@ _APPEND_TYPES: dict[str, Any] = {
     "first_kept_seq": BigInteger(),
     "size": Integer(),
     "payload": Text(),
+    "search_body": Text(),
+    "search_thinking": Text(),
 }
+# Parameters of an append per record: the columns given, then the search index's text.
+APPEND_PARAM_NAMES = (*APPEND_COLUMN_NAMES[:-1], "search_body", "search_thinking")
 
 
 @cache
-def append_one(expected: bool, tracked: bool = False) -> Insert:
+def append_one(expected: bool, tracked: bool = False, indexed: bool = True) -> Insert:
     """Postgres: the head bump and the insert of one row as one statement.
 
     ``WITH head AS (UPDATE … RETURNING last_seq) INSERT … SELECT … FROM head``: one round
@@ -834,7 +928,10 @@ def append_one(expected: bool, tracked: bool = False) -> Insert:
     COMMIT); a statement is atomic, so seqs stay gapless. Parameters: the append's, plus
     one per column of :data:`APPEND_COLUMN_NAMES`. One row binds scalars: ``unnest``
     costs ~60 µs more per statement. ``tracked``: each row also returns the write's
-    :data:`WRITE_MARK` (a store with read replicas).
+    :data:`WRITE_MARK` (a store with read replicas). ``indexed``: the row's ``search``
+    is made from ``search_body`` and ``search_thinking``; without, the insert leaves the
+    column out (a record search does not see, or a store that indexes nothing: then
+    appends work on a schema from before the search index, too).
     """
     head = _bump_head(expected, notify=True).cte("head")
     values = {name: bindparam(name, type_=t) for name, t in _APPEND_TYPES.items()}
@@ -843,13 +940,14 @@ def append_one(expected: bool, tracked: bool = False) -> Insert:
         head.c.last_seq,
         *[values[n] for n in APPEND_COLUMN_NAMES[:2]],
         bindparam("at", type_=UTCDateTime()),
-        *[values[n] for n in APPEND_COLUMN_NAMES[2:]],
+        *[values[n] for n in APPEND_COLUMN_NAMES[2:-1]],
+        *([search_vector(values["search_body"], values["search_thinking"])] if indexed else []),
     )
-    return _insert_from(row, head, tracked)
+    return _insert_from(row, head, tracked, indexed)
 
 
 @cache
-def append_many(expected: bool, tracked: bool = False) -> Insert:
+def append_many(expected: bool, tracked: bool = False, indexed: bool = True) -> Insert:
     """Postgres: the head bump and the insert of many rows as one statement, the rows
     bound as one array per column (``unnest … WITH ORDINALITY``); parameter names are the
     columns' names."""
@@ -858,7 +956,7 @@ def append_many(expected: bool, tracked: bool = False) -> Insert:
     arrays = [bindparam(name, type_=ARRAY(t)) for name, t in _APPEND_TYPES.items()]
     rows = (
         func.unnest(*arrays)
-        .table_valued(*APPEND_COLUMN_NAMES, with_ordinality="ord")
+        .table_valued(*APPEND_PARAM_NAMES, with_ordinality="ord")
         .render_derived(name="r")
     )
     c = rows.c
@@ -868,9 +966,10 @@ def append_many(expected: bool, tracked: bool = False) -> Insert:
         c.kind,
         c.role,
         bindparam("at", type_=UTCDateTime()),
-        *[c[n] for n in APPEND_COLUMN_NAMES[2:]],
+        *[c[n] for n in APPEND_COLUMN_NAMES[2:-1]],
+        *([search_vector(c.search_body, c.search_thinking)] if indexed else []),
     ).select_from(head, rows)
-    return _insert_from(row, head, tracked)
+    return _insert_from(row, head, tracked, indexed)
 
 
 # Postgres: what a write returns so that a store can tell whether a replica has it: the
@@ -885,12 +984,15 @@ def _write_mark() -> tuple[ColumnElement[Any], ColumnElement[Any]]:
     )
 
 
-def _insert_from(row: Select[Any], head: CTE, tracked: bool = False) -> Insert:
+def _insert_from(
+    row: Select[Any], head: CTE, tracked: bool = False, indexed: bool = True
+) -> Insert:
     order = ("session_id", "seq", "kind", "role", "created_at", *APPEND_COLUMN_NAMES[2:])
     assert order == RECORD_COLUMN_NAMES, "append columns out of step with the table"
+    columns = list(order if indexed else order[:-1])
     # The data-modifying CTE must sit at the top of the statement (add_cte), not inside
     # the SELECT, where Postgres refuses it.
-    stmt = insert(records).from_select(list(order), row).add_cte(head)
+    stmt = insert(records).from_select(columns, row).add_cte(head)
     if tracked:
         return stmt.returning(records.c.seq, *_write_mark())
     return stmt.returning(records.c.seq)

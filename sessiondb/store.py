@@ -9,12 +9,12 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, Unpack
 
 from pydantic import ValidationError
 
-from . import bulk, feed, forks, lifecycle, overlays, retention, transfer, turns
+from . import bulk, feed, forks, lifecycle, overlays, retention, search, transfer, turns
 from . import context as ctx
 from . import cursor as cursors
 from . import migrate as migrations
@@ -33,7 +33,16 @@ from .errors import (
 )
 from .ids import check_session_id
 from .kinds import KINDS
-from .models import Compaction, Message, NewSession, Prune, Record, SessionInfo, SessionPage
+from .models import (
+    Compaction,
+    Message,
+    NewSession,
+    Prune,
+    Record,
+    SearchPage,
+    SessionInfo,
+    SessionPage,
+)
 from .rows import new_session_row, records_from_rows, session_info, utc
 from .turns import Turn
 from .validation import (
@@ -165,10 +174,11 @@ class SessionStore:
         """Upgrade the schema to ``revision`` (default: the newest), as ``sessiondb migrate``."""
         # Exclusive: replicas that start together and all migrate take turns, and all but
         # the first find the schema at head already.
+        cfg = self._core.settings.search_config
         await self._core.backend.run_sync(
-            lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
+            lambda conn: migrations.run_sync(conn, "upgrade", revision, cfg), exclusive=True
         )
-        self._core.turns_table = True
+        self._core.schema_migrated()
 
     # -- sessions -------------------------------------------------------------------
 
@@ -284,6 +294,25 @@ class SessionStore:
         """
         check_session_id(session_id)
         return await self._core.session(session_id)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        cursor: str | None = None,
+        session_id: str | None = None,
+        roles: Sequence[str] | None = None,
+        since: datetime | None = None,
+        thinking: bool = False,
+        hidden: bool = False,
+    ) -> SearchPage:
+        """Messages and compaction summaries of the namespace that match ``query``, best
+        first (syntax, filters and errors: :func:`sessiondb.search.search`)."""
+        return await search.search(
+            self._core, query, limit=limit, cursor=cursor, session_id=session_id,
+            roles=roles, since=since, thinking=thinking, hidden=hidden,
+        )  # fmt: skip
 
     async def list_sessions(
         self,

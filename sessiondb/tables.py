@@ -30,7 +30,9 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.types import TypeDecorator
 
 from .kinds import KIND_CHECK
@@ -42,6 +44,11 @@ TURNS = "sessiondb_turns"
 ADK_SESSIONS = "sessiondb_adk_sessions"
 ADK_STATE = "sessiondb_adk_state"
 VERSION_TABLE = "sessiondb_alembic_version"
+# SQLite: the FTS5 table of the search index (columns body, thinking), and the trigger
+# that deletes a record's row from it. Not in ``metadata``: SQLAlchemy cannot describe a
+# virtual table; migration 0006 creates both, and ``sessiondb.migrate`` leaves the
+# table and FTS5's own tables (``sessiondb_search_*``) out of the comparison.
+SEARCH = "sessiondb_search"
 
 metadata = MetaData(
     naming_convention={
@@ -133,6 +140,12 @@ records = Table(
     # The record as JSON text, not jsonb: jsonb refuses \u0000, reorders keys and
     # rewrites numbers, so it cannot give a transcript back as it came.
     Column("payload", Text, nullable=False),
+    # Postgres: the search index's words (sessiondb.search_text), written by the insert
+    # of the record itself; NULL for a record search does not see. Its GIN index is
+    # partial, so those records cost it nothing. SQLite keeps the text in the FTS5 table
+    # SEARCH instead (made by the migrations; rowid = the record's rowid), and this
+    # column stays NULL there.
+    Column("search", TSVECTOR().with_variant(Text(), "sqlite")),
     PrimaryKeyConstraint("session_id", "seq"),
     ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
     CheckConstraint(KIND_CHECK, name="kind"),
@@ -141,6 +154,13 @@ records = Table(
     # The latest compaction and the tombstones of a session, found by index; the kept
     # range is a primary-key range. One secondary index keeps appends cheap.
     Index(None, "session_id", "kind", "seq"),
+    Index(
+        None,
+        "search",
+        postgresql_using="gin",
+        postgresql_where=text("search IS NOT NULL"),
+        sqlite_where=text("search IS NOT NULL"),
+    ),
 )
 
 # Turn leases (``SessionStore.turn``): one row per holder or waiter of a session's turn.

@@ -38,6 +38,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..hosts import DEFAULT_PORT, Host, describe, target_session_attrs, url_hosts
+from ..tables import RECORDS
 from .base import Compiler, IntegrityViolation, Row, retrying
 from .replicas import Mark, lsn_value
 
@@ -338,8 +339,11 @@ class PostgresBackend:
         """:meth:`append`, and the write's mark when the store tracks them (replicas)."""
         compile = self._compile
         track = self._track
+        cfg = self._settings.search_config
         return await retrying(
-            lambda: self._once(lambda conn: _append(conn, compile, head, rows, track), write=True)
+            lambda: self._once(
+                lambda conn: _append(conn, compile, head, rows, track, cfg), write=True
+            )
         )
 
     async def execute_marked(self, bound: q.Bound) -> tuple[list[Row], Mark | None]:
@@ -492,7 +496,7 @@ class PostgresBackend:
             async with pool.acquire() as conn:
                 try:
                     async with conn.transaction():
-                        tx = _Transaction(conn, self._compile)
+                        tx = _Transaction(conn, self._compile, self._settings.search_config)
                         yield tx
                         if self._track:
                             tx.mark = await _mark(conn)
@@ -619,9 +623,10 @@ class _Listening:
 
 
 class _Transaction:
-    def __init__(self, conn: Any, compile: Compiler) -> None:
+    def __init__(self, conn: Any, compile: Compiler, search_config: str) -> None:
         self._conn = conn
         self._compile = compile
+        self._search_config = search_config
         self.mark: Mark | None = None
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
@@ -630,13 +635,30 @@ class _Transaction:
         return list(await self._conn.fetch(raw.sql, *raw.args(params)))
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
-        return (await _append(self._conn, self._compile, head, rows, False))[0]
+        return (await _append(self._conn, self._compile, head, rows, False, self._search_config))[0]
 
     async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
-        if rows:
+        if not rows:
+            return
+        if table.name != RECORDS:
             await self._conn.copy_records_to_table(
                 table.name, records=rows, columns=[c.name for c in table.c]
             )
+            return
+        if all(r[-1] is None for r in rows):  # nothing to index: COPY, the fastest path
+            await self._conn.copy_records_to_table(
+                table.name, records=[r[:-1] for r in rows], columns=q.RECORD_DATA_COLUMNS
+            )
+            return
+        # The index's tsvector is made by the server (to_tsvector), which COPY cannot
+        # call: one INSERT … SELECT FROM unnest of one array per column.
+        raw = self._compile(q.insert_records_indexed())
+        params: dict[str, Any] = {"search_config": self._search_config}
+        for i, name in enumerate(q.RECORD_DATA_COLUMNS):
+            params[name] = [r[i] for r in rows]
+        params["search_body"] = [None if r[-1] is None else r[-1][0] for r in rows]
+        params["search_thinking"] = [None if r[-1] is None else r[-1][1] for r in rows]
+        await self._conn.execute(raw.sql, *raw.args(params))
 
 
 async def _append(
@@ -645,22 +667,30 @@ async def _append(
     head: Mapping[str, Any],
     rows: Sequence[tuple[Any, ...]],
     tracked: bool,
+    search_config: str,
 ) -> tuple[int | None, Mark | None]:
     """The append as one statement (:func:`statements.append_one` / ``append_many``);
-    ``tracked``: the statement also returns the write's mark."""
+    ``tracked``: the statement also returns the write's mark. Each row's last value is
+    what the search index takes of it (text, thinking), or None."""
     expected = head.get("expected") is not None
     params = dict(head)
+    params["search_config"] = search_config
+    indexed = any(r[-1] is not None for r in rows)
     if len(rows) == 1:
-        raw = compile(q.append_one(expected, tracked))
-        params.update(zip(q.APPEND_COLUMN_NAMES, rows[0], strict=True))
+        raw = compile(q.append_one(expected, tracked, indexed))
+        *values, source = rows[0]
+        params.update(zip(q.APPEND_COLUMN_NAMES[:-1], values, strict=True))
+        params["search_body"], params["search_thinking"] = source or (None, None)
         if not tracked:
             seq = await conn.fetchval(raw.sql, *raw.args(params))
             return (None if seq is None else int(seq)), None
         row = await conn.fetchrow(raw.sql, *raw.args(params))
         return (None, None) if row is None else (int(row[0]), (row[1], row[2]))
-    raw = compile(q.append_many(expected, tracked))
-    for i, name in enumerate(q.APPEND_COLUMN_NAMES):
+    raw = compile(q.append_many(expected, tracked, indexed))
+    for i, name in enumerate(q.APPEND_COLUMN_NAMES[:-1]):
         params[name] = [r[i] for r in rows]
+    params["search_body"] = [None if r[-1] is None else r[-1][0] for r in rows]
+    params["search_thinking"] = [None if r[-1] is None else r[-1][1] for r in rows]
     inserted = await conn.fetch(raw.sql, *raw.args(params))
     if not inserted:
         return None, None

@@ -361,9 +361,11 @@ class SQLiteBackend:
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         self._check_open()
-        bump, insert = self._append_statements(head)
-        short = sum(len(r[-1]) for r in rows) <= INLINE_WRITE_CHARS
-        return await self._write(lambda conn: _append(conn, bump, insert, head, rows), short=short)
+        bump, insert, index = self._append_statements(head)
+        short = sum(len(r[-2]) for r in rows) <= INLINE_WRITE_CHARS
+        return await self._write(
+            lambda conn: _append(conn, bump, insert, index, head, rows), short=short
+        )
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T], *, short: bool) -> T:
         """A write unit, retried while the database is busy: SQLite's commit either
@@ -379,10 +381,11 @@ class SQLiteBackend:
 
         return await retrying(once)
 
-    def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled]:
+    def _append_statements(self, head: Mapping[str, Any]) -> tuple[Compiled, Compiled, str]:
         return (
             self._compile(q.bump_head(head.get("expected") is not None)),
             self._compile(q.insert_rows(records.name)),
+            self._compile(q.INDEX_RECORD_SQLITE).sql,
         )
 
     @contextlib.asynccontextmanager
@@ -491,8 +494,10 @@ class _Transaction:
         return await self._backend._on_writer(lambda conn: conn.execute(raw.sql, args).fetchall())
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
-        bump, insert = self._backend._append_statements(head)
-        return await self._backend._on_writer(lambda conn: _append(conn, bump, insert, head, rows))
+        bump, insert, index = self._backend._append_statements(head)
+        return await self._backend._on_writer(
+            lambda conn: _append(conn, bump, insert, index, head, rows)
+        )
 
     async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
         if not rows:
@@ -516,17 +521,28 @@ class _Transaction:
                 rows = [(*r[:i], text(r[i]), *r[i + 1 :]) for r in rows]
             else:
                 rows = [tuple(text(v) if j in times else v for j, v in enumerate(r)) for r in rows]
-        await self._backend._on_writer(lambda conn: _insert_many(conn, raw.sql, rows))
+        if table.name != records.name:
+            await self._backend._on_writer(lambda conn: _insert_many(conn, raw.sql, rows))
+            return
+        index = self._backend._compile(q.INDEX_RECORD_SQLITE).sql
+        data = [r[:-1] for r in rows]
+        # sid and seq are the first two columns of a record's row.
+        indexed = [(*r[-1], r[0], r[1]) for r in rows if r[-1] is not None]
+        await self._backend._on_writer(
+            lambda conn: _insert_records(conn, raw.sql, data, index, indexed)
+        )
 
 
 def _append(
     conn: sqlite3.Connection,
     bump: Compiled,
     insert: Compiled,
+    index: str,
     head: Mapping[str, Any],
     rows: Sequence[tuple[Any, ...]],
 ) -> int | None:
-    """Bump the head and insert the rows, inside the caller's transaction."""
+    """Bump the head and insert the rows, and index them for search (each row's last
+    value: its text and thinking, or None), inside the caller's transaction."""
     at = _bind(head["at"])  # formatted once, for the head and the rows
     found = conn.execute(bump.sql, bump.args({**head, "at": at})).fetchone()
     if found is None:
@@ -534,8 +550,11 @@ def _append(
     first = int(found[0]) - len(rows) + 1
     sid = head["sid"]
     conn.executemany(
-        insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:]) for i, r in enumerate(rows)]
+        insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:-1]) for i, r in enumerate(rows)]
     )
+    indexed = [(*r[-1], sid, first + i) for i, r in enumerate(rows) if r[-1] is not None]
+    if indexed:
+        conn.executemany(index, indexed).close()
     return first
 
 
@@ -557,6 +576,18 @@ def _begin(conn: sqlite3.Connection) -> None:
 
 def _insert_many(conn: sqlite3.Connection, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
     conn.executemany(sql, rows).close()
+
+
+def _insert_records(
+    conn: sqlite3.Connection,
+    sql: str,
+    rows: Sequence[tuple[Any, ...]],
+    index: str,
+    indexed: Sequence[tuple[Any, ...]],
+) -> None:
+    conn.executemany(sql, rows).close()
+    if indexed:
+        conn.executemany(index, indexed).close()
 
 
 def _transaction(

@@ -421,7 +421,7 @@ class SessionDBSessionStore:
             check_record_size(made.payload, core.max_record_bytes, f"entry {index}")
         at = now()
         head_values = HeadDelta.of(built).head(sid, core.namespace, len(built), at, None)
-        first = await tx.append(head_values, [r.append_values() for r in built])
+        first = await tx.append(head_values, [r.append_values(core.indexes) for r in built])
         if first != head + 1:  # the row lock held since lock_head makes this impossible
             raise ConflictError(f"session {sid}: its head moved during a locked append")
         mirror.head = head + len(built)

@@ -90,6 +90,7 @@ class SessionRows:
         self.named = False
         self.first: list[tuple[Any, ...]] = []  # a streamed session's first chunk
         self.max_bytes = DEFAULT_MAX_RECORD_BYTES  # the store's max_record_bytes
+        self.indexed = True  # the store's search_indexing
 
     @property
     def last_seq(self) -> int:
@@ -140,7 +141,7 @@ class SessionRows:
             last = at or last
             if row.kind == "message" and last > last_message_at:
                 last_message_at = last
-            rows.append(row.values(self.session_id, seq, last))
+            rows.append(row.values(self.session_id, seq, last, self.indexed))
         self.last, self.last_message_at = last, last_message_at
         news = [row for row, _ in built]
         delta = HeadDelta.of(news, name=False)

@@ -408,6 +408,7 @@ class _Importer:
                     )
         rows = SessionRows(session, session_id, self.namespace, parent_id, inherited)
         rows.max_bytes = self.core.max_record_bytes
+        rows.indexed = self.core.search_indexing
         # Strict holds a session whole: nothing of a file with a bad line may be written.
         limit = (2**62, 2**62) if self.strict else (STREAM_RECORDS, STREAM_CHARS)
         first = rows.chunk(*limit)
@@ -484,7 +485,8 @@ class _Importer:
 
         async def unit(tx: Transaction) -> None:
             await tx.insert(sessions, [p.session_row for p in batch])
-            await tx.insert(records, [row for p in batch for row in p.record_rows])
+            rows = [row for p in batch for row in p.record_rows]
+            await tx.insert(records, self.core.indexable(rows))
 
         await self.core.transact(unit)
 
@@ -519,7 +521,7 @@ class _Importer:
                 await tx.insert(sessions, [rows.table_row()])
                 chunk = rows.first
                 while chunk:
-                    await tx.insert(records, chunk)
+                    await tx.insert(records, self.core.indexable(chunk))
                     chunk = [] if rows.done else rows.chunk(STREAM_RECORDS, STREAM_CHARS)
                 final = dict(zip(q.SESSION_COLUMN_NAMES, rows.table_row(), strict=True))
                 params = {f"v_{c}": v for c, v in final.items() if c != "id"}

@@ -39,6 +39,7 @@ from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, BooleanClauseList
 from sqlalchemy.sql.selectable import Alias, FromClause, Join
 
+from sessiondb import search_statements as sq
 from sessiondb import statements as q
 from sessiondb import tables
 
@@ -130,6 +131,19 @@ BEFORE_MIGRATION: dict[str, Gap] = {
     ),
     "update_session_row": gap("by id alone (import): takes namespace = :ns", NO_NS, loose(S)),
     "insert_rows": gap("records rows gain the namespace column (sessions rows have it)", NO_NS),
+    "insert_records_indexed": gap(
+        "bulk records with their search text (as insert_rows): the rows gain the namespace column",
+        NO_NS,
+    ),
+    "search": gap(
+        "only the session_id= shape, whose lineage is as context's; the namespace-wide "
+        "search is pinned by its join to the sessions",
+        loose(S, "parent"),
+    ),
+    "copy_search_sqlite": gap(
+        "SQLite only (a detached fork's FTS5 rows), never run on Postgres; as copy_lineage",
+        loose(S, "parent"),
+    ),
     "turn_purge": gap(
         "keyed by session id alone, and clock_timestamp() in its WHERE: takes ns; the "
         "clock is the open question of docs/scaling.md section 4",
@@ -165,7 +179,7 @@ COPIED = {tables.SESSIONS: q.SESSION_COLUMN_NAMES, tables.RECORDS: q.RECORD_COLU
 VOLATILE = ("clock_timestamp", "random", "gen_random_uuid", "nextval", "timeofday")
 
 # Public callables of the module that make parts of statements, not statements.
-NOT_STATEMENTS = {"const", "list_param", "lineage", "db_now", "payload_bytes"}
+NOT_STATEMENTS = {"const", "list_param", "lineage", "db_now", "payload_bytes", "search_vector"}
 
 _ID = "01J00000000000000000000000"
 _AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -189,6 +203,7 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "with_turns": (True, False),
     "expected": (False, True),
     "tracked": (False, True),
+    "indexed": (True, False),
     "payload": ("r 1 01J00000000000000000000000 tenant",),
     "since": (_AT,),
     "notify": (False, True),
@@ -233,18 +248,28 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("sessions_by_id", "limit"): (50,),
     ("namespace_records", "limit"): (50,),
     ("recent_activity", "limit"): (1000,),
+    ("search", "query"): ("'word'",),
+    ("search", "limit"): (21,),
+    ("search", "search_config"): ("simple",),
+    ("search", "session_id"): (None, _ID),
+    ("search", "roles"): (None, ["user"]),
+    ("search", "since"): (None, _AT),
+    ("search", "after"): (None, (0.5, _ID, 3)),
+    ("search", "hidden"): (False, True),
 }
 
 
 def builders() -> dict[str, Callable[..., Any]]:
-    """Every public statement builder of :mod:`sessiondb.statements`."""
+    """Every public statement builder of :mod:`sessiondb.statements` and of
+    :mod:`sessiondb.search_statements` (the search)."""
     found = {}
-    for name, value in vars(q).items():
-        if name.startswith("_") or name in NOT_STATEMENTS or not callable(value):
-            continue
-        if inspect.isclass(value) or getattr(value, "__module__", None) != q.__name__:
-            continue
-        found[name] = value
+    for module in (q, sq):
+        for name, value in vars(module).items():
+            if name.startswith("_") or name in NOT_STATEMENTS or not callable(value):
+                continue
+            if inspect.isclass(value) or getattr(value, "__module__", None) != module.__name__:
+                continue
+            found[name] = value
     return found
 
 

@@ -20,6 +20,7 @@ from helpers import sql
 from sessiondb import SessionStore
 from sessiondb import migrate as migrations
 from sessiondb.ids import new_session_id
+from sessiondb.migrate import is_search_table
 from sessiondb.tables import SESSIONS, VERSION_TABLE, metadata
 
 # The sessions table's columns in revisions 0001 and 0002 (0003 adds ``key``).
@@ -57,6 +58,11 @@ def head_revision() -> str:
     return head
 
 
+def _not_search(name: str | None, type_: str, parent_names: Any) -> bool:
+    # SQLite's FTS5 table is made by migration 0006 alone; test_search checks it.
+    return not (type_ == "table" and is_search_table(name))
+
+
 def _diff(conn: Connection) -> list[Any]:
     context = MigrationContext.configure(
         conn,
@@ -64,13 +70,20 @@ def _diff(conn: Connection) -> list[Any]:
             "compare_type": True,
             "compare_server_default": True,
             "version_table": VERSION_TABLE,
+            "include_name": _not_search,
         },
     )
     return list(compare_metadata(context, metadata))
 
 
 def _tables(conn: Connection) -> set[str]:
-    return set(inspect(conn).get_table_names())
+    """The tables, but SQLite's FTS5 search table and its own (see :func:`search_tables`)."""
+    return {t for t in inspect(conn).get_table_names() if not is_search_table(t)}
+
+
+def search_tables(conn: Connection) -> set[str]:
+    """SQLite's FTS5 search table and the tables FTS5 keeps for it."""
+    return {t for t in inspect(conn).get_table_names() if is_search_table(t)}
 
 
 async def schema_state(url: str) -> tuple[set[str], list[Any], list[str]]:

@@ -10,6 +10,7 @@ from typing import Any
 from helpers import sql
 from sessiondb import Message, SessionStore
 from sessiondb.context import SUMMARY_PREFIX, SUMMARY_SUFFIX
+from sessiondb.statements import RECORD_DATA_COLUMNS
 
 RawRows = dict[tuple[str, int], tuple[Any, ...]]
 
@@ -30,8 +31,12 @@ def texts(messages: Sequence[Message]) -> list[str]:
 
 
 async def raw_records(store: SessionStore) -> RawRows:
-    """Every row of ``sessiondb_records`` as the driver returns it (no type processing)."""
-    rows = await sql.fetch(store, "SELECT * FROM sessiondb_records ORDER BY session_id, seq")
+    """Every row of ``sessiondb_records`` as the driver returns it (no type processing),
+    in the columns every revision has: not ``search``, the index made from them (0006)."""
+    columns = ", ".join(RECORD_DATA_COLUMNS)
+    rows = await sql.fetch(
+        store, f"SELECT {columns} FROM sessiondb_records ORDER BY session_id, seq"
+    )
     return {(r.session_id, r.seq): tuple(r) for r in rows}
 
 

@@ -25,6 +25,8 @@ KEYS = {"figure", "backend", "sessiondb_median_s", "floor_median_s", "ratio", "g
 EXPECTED = {(str(n), b) for n in (1, 2, 3, 4, 5, 6, 8, 9, 11) for b in ("postgres", "sqlite")} | {
     ("7", "postgres")
 }
+# figure 13 (search) has four rows per backend
+EXPECTED |= {(f"13{part}", b) for part in "abcd" for b in ("postgres", "sqlite")}
 # figure 12 builds its own primary and standby where it can (pg_createcluster, as root)
 if replicas.missing_tools() is None:
     EXPECTED |= {("12", "postgres")}

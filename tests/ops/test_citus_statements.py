@@ -59,6 +59,11 @@ async def _tour(store: SessionStore, tmp_path: Path) -> None:
     detached = await store.fork(sid, detach=True)
     await store.context(detached.id)
     await store.clear(child.id)
+    found = await store.search("hello OR fork", limit=1, roles=["user"], hidden=True)
+    await store.search(
+        "hello OR fork", limit=1, roles=["user"], hidden=True, cursor=found.next_cursor
+    )
+    await store.search("fork -nothing", session_id=child.id, since=info.created_at)
     async with store.turn(sid, holder="worker") as turn:
         await turn.append(user("in a turn"))
         with pytest.raises(TurnTimeoutError):  # a second worker waits in line, gives up
@@ -97,6 +102,7 @@ async def test_every_statement_sent_is_in_the_walked_catalogue(pg_url: str, tmp_
     assert {"append_one", "append_many", "context", "context_tail", "turn_enqueue"} <= used
     assert {"copy_lineage", "expiry_plan", "namespace_records", "existing_sessions"} <= used
     assert {"turn_claim", "turn_ahead", "turn_purge", "turn_renew", "turn_release"} <= used
+    assert "search" in used
     # COPY (bulk import) goes by asyncpg's copy protocol, which its query logger does
     # not see; its rows are checked against the plan by tests/unit/test_citus_plan.py.
     assert len(sent) >= 40

@@ -1,0 +1,176 @@
+"""Full-text search over a namespace's messages and compaction summaries
+(:meth:`SessionStore.search`).
+
+The query is read once in Python (:mod:`sessiondb.search_query`) and written in the
+backend's syntax; one statement (:mod:`sessiondb.search_statements`) returns the page's
+hits with their payloads; each snippet is cut here, in Python, from the text
+:mod:`sessiondb.search_text` takes out of the payload, the same on both backends.
+Writes index the text in their own statement or transaction (see
+:func:`sessiondb.statements.search_vector` and the SQLite backend), so a record can be
+found the moment it commits.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import zlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, get_args
+
+from . import jsoncodec
+from . import search_statements as sq
+from . import statements as q
+from .errors import ConfigurationError, InvalidInputError, brief
+from .ids import check_session_id
+from .models import Role, SearchHit, SearchPage
+from .rows import utc
+from .search_query import parse, snippet, to_fts5, to_tsquery
+from .search_text import MAX_INDEXED_CHARS, payload_text
+from .validation import strict_int
+
+if TYPE_CHECKING:
+    from .core import Core
+
+#: The most hits one page holds.
+MAX_LIMIT = 200
+_ROLES = frozenset(get_args(Role))
+
+
+def _fingerprint(query: str, flags: tuple[Any, ...]) -> int:
+    """Ties a cursor to the search that made it."""
+    return zlib.crc32(jsoncodec.dumps([query, *flags]).encode("utf-8", "surrogatepass"))
+
+
+def _encode(rank: float, session_id: str, seq: int, mark: int) -> str:
+    raw = jsoncodec.dumps([rank, session_id, seq, mark]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(cursor: object, mark: int) -> tuple[float, str, int]:
+    bad = f"invalid cursor {brief(cursor)}: pass back the next_cursor of the same search"
+    if not isinstance(cursor, str) or len(cursor) > 300:
+        raise InvalidInputError(bad)
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        rank, session_id, seq, made = jsoncodec.loads(raw)
+        if made != mark or not isinstance(rank, float) or type(seq) is not int:
+            raise ValueError("not this search's cursor")
+        return rank, check_session_id(session_id), seq
+    except (binascii.Error, ValueError, TypeError, RecursionError, OverflowError):
+        raise InvalidInputError(bad) from None
+
+
+def _roles(roles: Sequence[str] | None) -> list[str] | None:
+    if roles is None:
+        return None
+    if isinstance(roles, str) or not isinstance(roles, Sequence):
+        raise InvalidInputError(f"roles must be a list of roles, got {brief(roles)}")
+    chosen = list(roles)
+    if not chosen or len(chosen) > len(_ROLES) or not all(r in _ROLES for r in chosen):
+        raise InvalidInputError(
+            f"roles must name some of {', '.join(sorted(_ROLES))}; got {brief(roles)}"
+        )
+    return sorted(set(chosen))
+
+
+async def search(
+    core: Core,
+    query: str,
+    *,
+    limit: int = 20,
+    cursor: str | None = None,
+    session_id: str | None = None,
+    roles: Sequence[str] | None = None,
+    since: datetime | None = None,
+    thinking: bool = False,
+    hidden: bool = False,
+) -> SearchPage:
+    """One page of hits for ``query``: messages and compaction summaries of the
+    namespace, best first (highest ``rank``), then by session and seq.
+
+    Args:
+        query: words (all must match), ``"a phrase"``, ``-word`` / ``-"a phrase"``
+            (must not match), ``a OR b``, ``word*`` (a prefix); the same meaning on both
+            backends (:mod:`sessiondb.search_query`).
+        limit: hits per page, 1..:data:`MAX_LIMIT`.
+        cursor: the ``next_cursor`` of the previous page of the same search.
+        session_id: only that session's records along its lineage (a fork's inherited
+            records too, reported with this id), its tombstones and prunes applied.
+        roles: only messages of these roles (compaction summaries have none).
+        since: only records written at or after this aware datetime.
+        thinking: search thinking blocks too (their text joins the snippet).
+        hidden: tombstoned and pruned records too.
+
+    Raises:
+        InvalidQueryError: the query cannot be read (empty, too long, only exclusions).
+        InvalidInputError: another argument is out of range, or a cursor of another
+            search.
+        SessionNotFoundError: ``session_id`` names no session of the namespace.
+        ConfigurationError: the store does not index text (``core.search_indexing``).
+    """
+    if not core.search_indexing:
+        raise ConfigurationError(
+            "search is off for this store: it does not index the text of its records "
+            "(an encrypted namespace keeps no plaintext index)"
+        )
+    if not core.search_schema:
+        raise ConfigurationError(
+            "the database has no search index yet: run `sessiondb migrate` or "
+            "`await store.migrate()` (revision 0006)"
+        )
+    parsed = parse(query)
+    strict_int(limit, "limit", minimum=1, maximum=MAX_LIMIT)
+    for name, flag in (("thinking", thinking), ("hidden", hidden)):
+        if not isinstance(flag, bool):
+            raise InvalidInputError(f"{name} must be True or False, got {brief(flag)}")
+    if session_id is not None:
+        check_session_id(session_id)
+    chosen = _roles(roles)
+    if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
+        raise InvalidInputError(f"since must be a timezone-aware datetime, got {brief(since)}")
+    mark = _fingerprint(query, (session_id, chosen, since and since.isoformat(), thinking, hidden))
+    after = _decode(cursor, mark) if cursor is not None else None
+    postgres = core.flavour == q.POSTGRES
+    rendered = to_tsquery(parsed, thinking) if postgres else to_fts5(parsed, thinking)
+    rows = await core.backend.fetch(
+        sq.search(
+            core.flavour,
+            core.namespace,
+            rendered,
+            limit=limit + 1,
+            search_config=core.settings.search_config,
+            session_id=session_id,
+            roles=chosen,
+            since=since,
+            after=after,
+            hidden=hidden,
+        )
+    )
+    if session_id is not None and not rows and cursor is None:
+        await core.session(session_id)  # raises SessionNotFoundError when missing
+    hits = []
+    for row in rows[:limit]:
+        text = payload_text(row["kind"], row["payload"]) or ("", "")
+        shown = text[0] if not (thinking and text[1]) else f"{text[0]}\n{text[1]}"
+        cut, spans = snippet(shown, parsed, 2 * MAX_INDEXED_CHARS)
+        # Built from values of the right types already: validating them again cost ~5 µs a
+        # hit, a tenth of a search's own time.
+        hits.append(
+            SearchHit.model_construct(
+                session_id=session_id if session_id is not None else row["session_id"],
+                seq=int(row["seq"]),
+                kind=row["kind"],
+                role=row["role"],
+                timestamp=utc(row["created_at"]),
+                snippet=cut,
+                spans=spans,
+                rank=float(row["rank"]),
+            )
+        )
+    next_cursor = None
+    if len(rows) > limit:
+        last = rows[limit - 1]
+        next_cursor = _encode(float(last["rank"]), last["session_id"], int(last["seq"]), mark)
+    return SearchPage(hits=hits, next_cursor=next_cursor)
