@@ -196,6 +196,10 @@ async def test_list_search_session_and_a_live_message(
         # Search through the box.
         box = browser.find_element(By.CSS_SELECTOR, "input[name=q]")
         box.send_keys("zebra", Keys.ENTER)
+        assert _wait_for(
+            browser,
+            "return location.pathname == '/search' && document.readyState == 'complete'",
+        )
         if HAS_SEARCH:
             hit = browser.find_element(By.CSS_SELECTOR, "ol.hits li.hit")
             assert "zebra" in hit.find_element(By.TAG_NAME, "mark").text

@@ -77,6 +77,7 @@ def artefacts(tmp_path: Path) -> Path:
 
 def console_after(browser: Any, url: str) -> list[dict[str, Any]]:
     """Open ``url``; the console messages it caused."""
+    browser.get("about:blank")  # the page before stops (a live page's reconnects)
     browser.get_log("browser")  # drop what earlier pages logged
     browser.get(url)
     return list(browser.get_log("browser"))
