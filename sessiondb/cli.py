@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from . import compaction, retention, transfer
+from . import compaction, retention, serve, transfer
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
 from .formats import DEFAULT_EXPORT_FORMAT, EXPORT_ONLY, FORMATS
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--json", action="store_true", help="print JSON for scripts")
     compact.set_defaults(handler=_compact)
     _add_transfer_commands(commands)
-    _add_serve_command(commands)
+    serve.add_command(commands)  # sessiondb.viewer, loaded only when it runs
 
     expire = commands.add_parser(
         "expire",
@@ -689,26 +689,6 @@ async def _export(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
         for path in paths:
             print(f"{shown(sid)}  {shown(str(path))}", file=out)
     print(f"exported {len(written)} session(s) to {shown(args.out)}", file=out)
-
-
-def _add_serve_command(commands: Any) -> None:
-    serve = commands.add_parser(
-        "serve", help="a read-only web viewer: sessions, search, live transcripts"
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8800, help="port, 0: any free (default: 8800)")
-    serve.add_argument(
-        "--token", help="required off localhost: every request must carry it (16+ characters)"
-    )
-    serve.set_defaults(handler=_serve)
-
-
-async def _serve(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
-    # Starlette and Uvicorn (sessiondb[serve]) load here only: not for the other commands.
-    from .viewer import auth, serve
-
-    auth.check_bind(args.host, args.token)  # before anything else: a clear refusal
-    await serve(store, host=args.host, port=args.port, token=args.token, out=out)
 
 
 if __name__ == "__main__":
