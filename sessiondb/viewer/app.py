@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from .. import errors
-from ..errors import InvalidInputError, NotFoundError, SessionDBError, brief
+from ..errors import InvalidInputError, InvalidQueryError, NotFoundError, SessionDBError, brief
 from ..formats.html import STYLE
 from ..formats.stored import StoredRecord
 from ..ids import check_session_id
@@ -44,10 +44,6 @@ MAX_QUERY_CHARS = 1_000
 #: An idle event stream sends a comment this often (a closed connection is noticed).
 KEEPALIVE_S = 15.0
 _SEQ = re.compile(r"[0-9]{1,18}")
-#: The search's "bad query" error (``InvalidQueryError``), where the store has one.
-_BAD_QUERY: tuple[type[Exception], ...] = tuple(
-    e for e in (getattr(errors, "InvalidQueryError", None), InvalidInputError) if e is not None
-)
 
 _VIEWER_STYLE = """
 .bar{display:flex;gap:1rem;align-items:center;flex-wrap:wrap;padding:.4rem 0 .8rem;
@@ -97,7 +93,7 @@ def create_app(
 async def _error_page(request: Request, exc: Exception) -> Response:
     if isinstance(exc, NotFoundError):
         status = 404
-    elif isinstance(exc, _BAD_QUERY):
+    elif isinstance(exc, InvalidInputError):
         status = 400
     else:
         status = 503 if isinstance(exc, errors.DatabaseUnavailableError) else 500
@@ -167,13 +163,11 @@ class _Viewer:
             check_session_id(session_id)
         if not query:
             return HTMLResponse(pages.search_page("", session_id, [], None, {}))
-        search = getattr(self.store, "search", None)  # store.search: issue 26, part 2
-        if search is None:
-            message = "this version of sessiondb has no search"
-            return HTMLResponse(pages.error_page(501, message), status_code=501)
         try:
-            found = await search(query, limit=SEARCH_SIZE, cursor=cursor, session_id=session_id)
-        except _BAD_QUERY as exc:
+            found = await self.store.search(
+                query, limit=SEARCH_SIZE, cursor=cursor, session_id=session_id
+            )
+        except InvalidQueryError as exc:
             page = pages.search_page(query, session_id, [], None, {}, error=str(exc))
             return HTMLResponse(page, status_code=400)
         names: dict[str, str | None] = {}

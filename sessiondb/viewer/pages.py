@@ -14,28 +14,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlencode
 
 from ..formats.html import Cache, Page, text
 from ..formats.stored import StoredRecord
-from ..models import SessionInfo, SessionPage
+from ..models import SearchHit, SessionInfo, SessionPage
 
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 SCRIPT_PATH = "/static/viewer.js"
 STYLE_PATH = "/static/viewer.css"
-
-
-class Hit(Protocol):
-    """A search hit as :mod:`sessiondb`'s search returns it (``SearchHit``)."""
-
-    session_id: str
-    seq: int
-    kind: str
-    role: str | None
-    timestamp: datetime
-    snippet: str
-    spans: tuple[tuple[int, int], ...]
 
 
 def session_href(session_id: str) -> str:
@@ -166,7 +154,7 @@ def marked(snippet: str, spans: Iterable[Sequence[int]]) -> str:
 def search_page(
     query: str,
     session_id: str | None,
-    hits: Sequence[Hit],
+    hits: Sequence[SearchHit],
     next_cursor: str | None,
     names: dict[str, str | None],
     error: str | None = None,

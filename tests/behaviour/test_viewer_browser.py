@@ -41,7 +41,6 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from sessiondb import SessionStore  # noqa: E402
 
-HAS_SEARCH = hasattr(SessionStore, "search")
 TOKEN = "browser-token-0123456789"
 #: The budget to wait for a live message, and the delay it must show within.
 WAIT_S = 5.0
@@ -200,13 +199,10 @@ async def test_list_search_session_and_a_live_message(
             browser,
             "return location.pathname == '/search' && document.readyState == 'complete'",
         )
-        if HAS_SEARCH:
-            hit = browser.find_element(By.CSS_SELECTOR, "ol.hits li.hit")
-            assert "zebra" in hit.find_element(By.TAG_NAME, "mark").text
-            hit.find_element(By.TAG_NAME, "a").click()
-            assert browser.current_url.endswith(f"/s/{sid}#r{zebra.seq}")
-        else:  # store.search is issue 26's part 2: the page says it is missing
-            assert "no search" in browser.find_element(By.TAG_NAME, "main").text
+        hit = browser.find_element(By.CSS_SELECTOR, "ol.hits li.hit")
+        assert "zebra" in hit.find_element(By.TAG_NAME, "mark").text
+        hit.find_element(By.TAG_NAME, "a").click()
+        assert browser.current_url.endswith(f"/s/{sid}#r{zebra.seq}")
         _nothing_ran(browser)
     assert (artefacts / f"viewer-live-{backend}.png").stat().st_size > 1000
 
