@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import unquote
 
+from . import serve
 from .cli_transfer import add_transfer_commands
 from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
 from .errors import ConfigurationError, SessionDBError
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--json", action="store_true", help="print JSON for scripts")
     compact.set_defaults(handler=_compact)
     add_transfer_commands(commands)
+    serve.add_command(commands)  # sessiondb.viewer, loaded only when it runs
 
     expire = commands.add_parser(
         "expire",

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.browser import artefacts, browser  # noqa: F401  (fixtures: browser tests)
 from helpers.corpus import need_corpus
 from helpers.pgbouncer import pgbouncer  # noqa: F401  (a fixture, offered to every test)
 from sqlalchemy.engine import URL, make_url

@@ -32,7 +32,7 @@ import hashlib
 import html
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,8 @@ from .paths import open_output
 from .stored import Row, StoredRecord, stored_records
 
 NAME = "html"
+#: :meth:`Page.items`' cache: item key -> (the record's state, its HTML).
+Cache = dict[str, tuple[tuple[Any, ...], str]]
 SUFFIX = ".html"
 
 #: Image types shown inline: raster formats only (an SVG may carry script).
@@ -144,14 +146,28 @@ class HtmlFormat:
 class Page:
     """One session's page, written by :meth:`chunks`."""
 
-    def __init__(self, info: SessionInfo, records: list[StoredRecord]) -> None:
+    def __init__(
+        self,
+        info: SessionInfo,
+        records: list[StoredRecord],
+        *,
+        session_href: Callable[[str], str] = lambda sid: f"{sid}{SUFFIX}",
+    ) -> None:
+        """``session_href``: the link to another session's page (a fork's parent), by its
+        id (a ULID, checked before); the export's pages sit side by side."""
         self.info = info
         self.records = records
+        self.session_href = session_href
         self.deleted: dict[int, tuple[int, str | None]] = {}  # target -> tombstone, reason
         self.pruned: dict[int, tuple[int, str]] = {}  # result -> prune, marker
         self.compactions: list[tuple[int, int]] = []  # (seq, first kept seq)
         self.results: dict[str, StoredRecord] = {}  # tool call id -> its first result
-        self.shown_results: set[int] = set()
+        self.shown_results: set[int] = set()  # results shown under a call
+        # record -> the results shown inside it (under its calls, and theirs): one pass
+        # decides, so that a record renders alike whenever it is rendered.
+        self.owned: dict[int, list[int]] = {}
+        self.pairs: dict[int, tuple[int, str]] = {}  # result -> (the seq, call id) it is under
+        self._rendered: set[int] = set()
         for r in records:
             data = r.data
             if r.kind == "tombstone" and isinstance(data.get("targetSeq"), int):
@@ -171,6 +187,40 @@ class Page:
                     self.results.setdefault(call_id, r)
         # A tombstoned compaction summarises nothing.
         self.compactions = [c for c in self.compactions if c[0] not in self.deleted]
+        for r in records:
+            if r.kind == "message" and r.seq not in self.shown_results:
+                self._pair(r.data.get("content"), r.seq, self.owned.setdefault(r.seq, []))
+
+    def _pair(self, content: Any, seq: int, owned: list[int]) -> None:
+        """Each tool call of ``content`` (of record ``seq``) with its first result, once."""
+        for block in content if isinstance(content, list) else ():
+            if not (isinstance(block, dict) and block.get("type") == "toolCall"):
+                continue
+            call_id = block.get("id")
+            result = self.results.get(call_id) if isinstance(call_id, str) else None
+            if result is None or result.seq <= seq or result.seq in self.shown_results:
+                continue
+            self.shown_results.add(result.seq)
+            self.pairs[result.seq] = (seq, str(call_id))
+            owned.append(result.seq)
+            self._pair(result.data.get("content"), result.seq, owned)
+
+    def state(self, r: StoredRecord) -> tuple[Any, ...]:
+        """What a record's rendering depends on besides the record itself (its marks,
+        the results under its calls and theirs): equal states, equal HTML."""
+        if r.kind in ("tombstone", "prune"):
+            return ()
+        message = r.kind == "message"
+        owned = [(seq, self._marks_of(seq, True)) for seq in self.owned.get(r.seq, ())]
+        return (self._marks_of(r.seq, message), *owned)
+
+    def _marks_of(self, seq: int, message: bool) -> tuple[Any, ...]:
+        summarised = None
+        if message:
+            summarised = next(
+                (c for c, first in reversed(self.compactions) if c > seq and first > seq), None
+            )
+        return self.deleted.get(seq), self.pruned.get(seq), summarised
 
     def chunks(self) -> Iterator[str]:
         info = self.info
@@ -186,19 +236,42 @@ class Page:
         )
         yield self.header(title)
         yield "<main>\n"
+        for _, chunk in self.items():
+            yield chunk
+        yield "</main>\n</body>\n</html>\n"
+
+    def items(self, cache: Cache | None = None) -> Iterator[tuple[str, str]]:
+        """The page's body, one ``(key, html)`` per shown record (key ``r<seq>``) or
+        heading (``inherited``, ``own``), in page order; a tool result shown under its
+        call is no item of its own.
+
+        ``cache`` (key -> state and HTML, filled here) spares rendering a record again
+        whose :meth:`state` has not changed since: the live viewer keeps one across the
+        pages it builds as records arrive, and renders only the new records and those
+        they mark."""
+        info = self.info
         inherited = False
         for r in self.records:
             if r.session_id != info.id and not inherited:
                 inherited = True
-                yield (
-                    '<h2 class="divider">Inherited from the parent session '
-                    f"<code>{text(r.session_id, one_line=True)}</code></h2>\n"
-                )
+                parent = text(r.session_id, one_line=True)
+                heading = f"Inherited from the parent session <code>{parent}</code>"
+                yield "inherited", f'<h2 class="divider">{heading}</h2>\n'
             elif r.session_id == info.id and inherited:
                 inherited = False
-                yield f'<h2 class="divider">This session, after the fork at #{info.fork_seq}</h2>\n'
-            yield self.record(r)
-        yield "</main>\n</body>\n</html>\n"
+                heading = f"This session, after the fork at #{info.fork_seq}"
+                yield "own", f'<h2 class="divider">{heading}</h2>\n'
+            if r.seq in self.shown_results:
+                continue  # shown under its call
+            key = f"r{r.seq}"
+            if cache is None:
+                yield key, self.record(r)
+                continue
+            state = self.state(r)
+            cached = cache.get(key)
+            if cached is None or cached[0] != state:
+                cached = cache[key] = (state, self.record(r))
+            yield key, cached[1]
 
     def header(self, title: str) -> str:
         info = self.info
@@ -215,7 +288,8 @@ class Page:
             at = f" at #{info.fork_seq}" if info.fork_seq is not None else ""
             if _ULID.fullmatch(info.parent_id):
                 anchor = f"#r{info.fork_seq}" if info.fork_seq else ""
-                parent = f'<a href="{parent}{SUFFIX}{anchor}"><code>{parent}</code></a>'
+                href = text(self.session_href(info.parent_id), one_line=True)
+                parent = f'<a href="{href}{anchor}"><code>{parent}</code></a>'
             else:
                 parent = f"<code>{parent}</code>"
             rows.append(("fork of", parent + at))
@@ -233,6 +307,7 @@ class Page:
     # -- records
 
     def record(self, r: StoredRecord) -> str:
+        self._rendered.clear()
         if r.kind == "message":
             if r.seq in self.shown_results:
                 return ""  # shown under its call
@@ -362,9 +437,13 @@ class Page:
         if args:
             head += f'<pre class="args">{_json(args)}</pre>'
         result = self.results.get(call_id)
-        if result is None or result.seq <= seq or result.seq in self.shown_results:
+        if (
+            result is None
+            or self.pairs.get(result.seq) != (seq, call_id)
+            or (result.seq in self._rendered)
+        ):
             return f'<section class="tool">{head}<div class="note">no result stored</div></section>'
-        self.shown_results.add(result.seq)
+        self._rendered.add(result.seq)
         data = result.data
         classes, note = self.marks(result.seq, message=True)
         error = " error" if data.get("isError") else ""

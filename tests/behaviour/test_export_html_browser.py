@@ -13,85 +13,24 @@ Without Selenium or the browser the module is skipped; ``SESSIONDB_REQUIRE_BROWS
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from helpers.html_pages import SCRIPT, rich_session
+from helpers.browser import require_browser
 
-from sessiondb import SessionStore
-from sessiondb.formats.html import CSP
+require_browser()
 
-CHROMIUM = os.environ.get("SESSIONDB_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("SESSIONDB_CHROMEDRIVER", "/usr/bin/chromedriver")
+from helpers.browser import console_after, no_alert  # noqa: E402
+from helpers.html_pages import SCRIPT, rich_session  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
 
-
-def _need(condition: bool, reason: str) -> None:
-    if condition:
-        return
-    if os.environ.get("SESSIONDB_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{reason} (SESSIONDB_REQUIRE_BROWSER=1)", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
-
-
-try:
-    from selenium import webdriver
-    from selenium.common.exceptions import NoAlertPresentException
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    _need(False, f"selenium is not installed ({exc}): pip install 'sessiondb[dev]'")
-_need(
-    shutil.which(CHROMIUM) is not None and shutil.which(CHROMEDRIVER) is not None,
-    f"no browser: apt-get install chromium chromium-driver ({CHROMIUM}, {CHROMEDRIVER})",
-)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # tests run as root
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1100,1400",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture
-def artefacts(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("SESSIONDB_TEST_ARTEFACTS") or tmp_path / "artefacts")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+from sessiondb import SessionStore  # noqa: E402
+from sessiondb.formats.html import CSP  # noqa: E402
 
 
 def _open(browser: Any, page: Path) -> list[dict[str, Any]]:
     """Open ``page``; the console messages it caused."""
-    browser.get_log("browser")  # drop what earlier pages logged
-    browser.get(page.resolve().as_uri())
-    return list(browser.get_log("browser"))
-
-
-def _no_alert(browser: Any) -> bool:
-    try:
-        browser.switch_to.alert.dismiss()
-    except NoAlertPresentException:
-        return True
-    return False
+    return console_after(browser, page.resolve().as_uri())
 
 
 async def test_a_page_in_the_browser(
@@ -105,7 +44,7 @@ async def test_a_page_in_the_browser(
     # Nothing ran, nothing was refused: the page ships no script and its own style
     # passes its CSP (a violation would be logged).
     assert browser.execute_script("return window.__xss === undefined") is True
-    assert _no_alert(browser)
+    assert no_alert(browser)
     assert [m for m in console if m.get("level") == "SEVERE"] == []
     assert browser.find_elements(By.TAG_NAME, "script") == []
     assert browser.find_elements(By.ID, "evil") == []

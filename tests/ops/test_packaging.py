@@ -35,8 +35,9 @@ def test_wheel_ships_migrations_and_migrates_without_the_repo(tmp_path: Path) ->
     assert "sessiondb/py.typed" in names
     # Every subpackage (the editable install in the test's environment would hide a
     # missing one from the import below).
-    for package in ("compaction", "formats", "integrations", "backends", "testing"):
+    for package in ("compaction", "formats", "integrations", "backends", "testing", "viewer"):
         assert f"sessiondb/{package}/__init__.py" in names, package
+    assert "sessiondb/viewer/viewer.js" in names  # sessiondb serve's script
 
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -1,0 +1,286 @@
+"""The viewer's ASGI application (Starlette): four pages, two static files, one event
+stream, all ``GET``; nothing writes.
+
+=========================  ==========================================================
+``/``                      the sessions, newest activity first (``?cursor=`` pages on)
+``/s/<id>``                a session's transcript, followed live by its script
+``/s/<id>/events``         server-sent events: the transcript's changes (``from_seq``)
+``/search?q=``             search (``cursor``, ``session``): ``store.search``
+``/static/viewer.js|css``  the script and the style sheet, from the package
+=========================  ==========================================================
+
+A bad session id, cursor or query is a 400 page, a session not found a 404 page, each
+saying why; an unexpected error a bare 500 (never a traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from .. import errors
+from ..errors import InvalidInputError, InvalidQueryError, NotFoundError, SessionDBError, brief
+from ..formats.html import STYLE
+from ..formats.stored import StoredRecord
+from ..ids import check_session_id
+from ..models import Record, SessionInfo
+from ..store import SessionStore
+from . import pages
+from .auth import ASGIApp, Gate, Receive, Scope, Send
+
+#: Sessions per page of the list, search hits per page.
+PAGE_SIZE = 50
+SEARCH_SIZE = 20
+MAX_QUERY_CHARS = 1_000
+#: An idle event stream sends a comment this often (a closed connection is noticed).
+KEEPALIVE_S = 15.0
+_SEQ = re.compile(r"[0-9]{1,18}")
+
+_VIEWER_STYLE = """
+.bar{display:flex;gap:1rem;align-items:center;flex-wrap:wrap;padding:.4rem 0 .8rem;
+border-bottom:1px solid #ddd;margin-bottom:.6rem}
+.bar .home{font-weight:600;text-decoration:none}
+.search{display:flex;gap:.4rem;align-items:center;flex:1}
+.search input[type=search]{flex:1;min-width:10rem;padding:.3rem .5rem;font:inherit}
+.scope{font-size:.85rem;color:#555}
+.live{font-size:.8rem;padding:.1rem .5rem;border-radius:1rem;background:#eee;color:#555}
+.live.on{background:#e6f4ea;color:#1e6b34}.live.off{background:#fdecea;color:#9b1c1c}
+table.sessions{border-collapse:collapse;width:100%;font-size:.92rem}
+.sessions th,.sessions td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid #e5e5e5;
+vertical-align:top}
+.sessions td.num{text-align:right}
+.sessions code{font-size:.78rem;color:#666}
+.dim{color:#777}.error{color:#9b1c1c}
+.hits{padding-left:1.4rem}.hit{margin:.6rem 0}
+.hit .head{display:flex;gap:.6rem;font-size:.85rem;color:#555}
+.snippet{white-space:pre-wrap;overflow-wrap:anywhere}
+mark{background:#fff3a3;padding:0 .1rem}
+.item.fresh>*{animation:fresh 1.5s ease-out}
+@keyframes fresh{from{background:#fffbd6}}
+"""
+
+
+def create_app(
+    store: SessionStore, *, token: str | None = None, stopping: asyncio.Event | None = None
+) -> ASGIApp:
+    """The viewer over ``store`` (which the caller opens and closes): an ASGI app,
+    behind the token gate (:mod:`sessiondb.viewer.auth`). Setting ``stopping`` ends the
+    open event streams (the server is going down: they would hold it up)."""
+    viewer = _Viewer(store, stopping or asyncio.Event())
+    routes = [
+        Route("/", viewer.sessions),
+        Route("/s/{session_id}", viewer.session),
+        Route("/s/{session_id}/events", viewer.events),
+        Route("/search", viewer.search),
+        Route("/static/viewer.js", _script),
+        Route("/static/viewer.css", _style),
+    ]
+    handlers: Any = {SessionDBError: _error_page}
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    app.router.redirect_slashes = False  # one address per page; "/s/x/" is a 404
+    return Gate(app, token)
+
+
+async def _error_page(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, NotFoundError):
+        status = 404
+    elif isinstance(exc, InvalidInputError):
+        status = 400
+    else:
+        status = 503 if isinstance(exc, errors.DatabaseUnavailableError) else 500
+    return HTMLResponse(pages.error_page(status, str(exc)), status_code=status)
+
+
+def _script(request: Request) -> Response:
+    body = resources.files(__package__).joinpath("viewer.js").read_bytes()
+    return Response(body, media_type="text/javascript; charset=utf-8")
+
+
+def _style(request: Request) -> Response:
+    return Response(STYLE + _VIEWER_STYLE, media_type="text/css; charset=utf-8")
+
+
+def _one(request: Request, name: str, limit: int = MAX_QUERY_CHARS) -> str | None:
+    """The query parameter ``name``, once, at most ``limit`` characters."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise InvalidInputError(f"{name} is given {len(values)} times")
+    if values and len(values[0]) > limit:
+        raise InvalidInputError(f"{name} is longer than {limit} characters")
+    return values[0] if values else None
+
+
+class _Viewer:
+    def __init__(self, store: SessionStore, stopping: asyncio.Event) -> None:
+        self.store = store
+        self.stopping = stopping
+
+    async def sessions(self, request: Request) -> Response:
+        cursor = _one(request, "cursor")
+        page = await self.store.list_sessions(limit=PAGE_SIZE, cursor=cursor or None)
+        return HTMLResponse(pages.sessions_page(page, first=not cursor))
+
+    async def _transcript(self, session_id: str, to_seq: int | None = None) -> pages.LiveTranscript:
+        check_session_id(session_id)
+        info = await self.store.get_session(session_id)
+        records = await self.store.records(session_id, include_tombstoned=True, to_seq=to_seq)
+        return pages.LiveTranscript(info, [StoredRecord.of(r) for r in records])
+
+    async def session(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        check_session_id(session_id)
+        info = await self.store.get_session(session_id)
+        records = await self.store.records(session_id, include_tombstoned=True)
+        return HTMLResponse(pages.session_page(info, [StoredRecord.of(r) for r in records]))
+
+    async def events(self, request: Request) -> Response:
+        """The transcript's changes after ``from_seq`` (or the ``Last-Event-ID`` a
+        reconnecting browser sends), as server-sent events."""
+        session_id = request.path_params["session_id"]
+        last = request.headers.get("last-event-id") or _one(request, "from_seq", 20)
+        if last is None:
+            raise InvalidInputError("from_seq is missing: the seq the page shows")
+        if not _SEQ.fullmatch(last):
+            raise InvalidInputError(f"from_seq must be a seq, an integer >= 0: {brief(last)}")
+        seen = int(last)
+        transcript = await self._transcript(session_id, to_seq=seen)
+        return _EventStream(self.store, transcript, seen, self.stopping)
+
+    async def search(self, request: Request) -> Response:
+        query = (_one(request, "q") or "").strip()
+        cursor = _one(request, "cursor")
+        session_id = _one(request, "session", 26) or None
+        if session_id is not None:
+            check_session_id(session_id)
+        if not query:
+            return HTMLResponse(pages.search_page("", session_id, [], None, {}))
+        try:
+            found = await self.store.search(
+                query, limit=SEARCH_SIZE, cursor=cursor, session_id=session_id
+            )
+        except InvalidQueryError as exc:
+            page = pages.search_page(query, session_id, [], None, {}, error=str(exc))
+            return HTMLResponse(page, status_code=400)
+        names: dict[str, str | None] = {}
+        for hit in found.hits:
+            if hit.session_id not in names:
+                with contextlib.suppress(SessionDBError):
+                    names[hit.session_id] = (await self.store.get_session(hit.session_id)).name
+        page = pages.search_page(query, session_id, found.hits, found.next_cursor, names)
+        return HTMLResponse(page)
+
+
+class _EventStream(Response):
+    """``text/event-stream`` of a transcript's changes: one ``change`` event (JSON: the
+    ops of :meth:`LiveTranscript.advance`) per batch of records, its ``id`` the last seq;
+    a ``gone`` event when the session is deleted. The stream's watch ends when the
+    browser goes (``http.disconnect``) or the server stops: nothing stays behind."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        store: SessionStore,
+        transcript: pages.LiveTranscript,
+        seen: int,
+        stopping: asyncio.Event,
+    ) -> None:
+        # Not Response.__init__: it would declare the length of an empty body.
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        self.store = store
+        self.transcript = transcript
+        self.seen = seen
+        self.stopping = stopping
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        pump = asyncio.ensure_future(self._pump(send))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({pump, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pump, gone, stop):
+                task.cancel()
+            # Each task's cancellation runs its own clean-up (the watch's, the feed's).
+            await asyncio.gather(pump, gone, stop, return_exceptions=True)
+        # The end of the body (the server drops it when the browser has gone).
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _pump(self, send: Send) -> None:
+        queue: asyncio.Queue[Record | SessionDBError] = asyncio.Queue()
+        watch = self.store.watch(self.transcript.info.id, from_seq=self.seen)
+
+        async def produce() -> None:
+            try:
+                async for record in watch:
+                    queue.put_nowait(record)
+            except SessionDBError as exc:
+                queue.put_nowait(exc)
+            finally:
+                await watch.aclose()
+
+        producer = asyncio.ensure_future(produce())
+        try:
+            await send(
+                {"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": True}
+            )
+            while True:
+                try:
+                    async with asyncio.timeout(KEEPALIVE_S):
+                        first = await queue.get()
+                except TimeoutError:
+                    await send(
+                        {"type": "http.response.body", "body": b": idle\n\n", "more_body": True}
+                    )
+                    continue
+                batch = [first]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                records = [r for r in batch if isinstance(r, Record)]
+                failure = next((e for e in batch if isinstance(e, SessionDBError)), None)
+                if records:
+                    await send(_event("change", await self._changes(records), self.transcript.seq))
+                if failure is not None:
+                    kind = "gone" if isinstance(failure, NotFoundError) else "failed"
+                    await send(_event(kind, {"message": str(failure)}, None, more=False))
+                    return
+        finally:
+            producer.cancel()
+            await asyncio.gather(producer, return_exceptions=True)
+
+    async def _changes(self, records: list[Record]) -> list[dict[str, Any]]:
+        info: SessionInfo = self.transcript.info
+        with contextlib.suppress(SessionDBError):  # gone meanwhile: the watch will say so
+            info = await self.store.get_session(info.id)
+        return self.transcript.advance(info, [StoredRecord.of(r) for r in records])
+
+
+def _chunk(body: bytes, *, more: bool = True) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": body, "more_body": more}
+
+
+def _event(kind: str, data: Any, seq: int | None, *, more: bool = True) -> dict[str, Any]:
+    # JSON holds no raw newline, so the data is one "data:" line.
+    lines = f"event: {kind}\n" + (f"id: {seq}\n" if seq is not None else "")
+    return _chunk(f"{lines}data: {json.dumps(data)}\n\n".encode(), more=more)
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

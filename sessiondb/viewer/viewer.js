@@ -1,0 +1,100 @@
+// sessiondb viewer: follows the transcript shown on the page live.
+//
+// The server sends the page's changes as server-sent events ("change": a JSON list of
+// operations on the items of <main id="records">). Each item's HTML is rendered and
+// escaped by the server (the HTML export's renderer); it is parsed here with DOMParser
+// into an inert document and moved in with DOM calls. No string of a session is ever
+// evaluated, and the page's Content-Security-Policy allows no script but this file.
+"use strict";
+
+(function () {
+  const main = document.getElementById("records");
+  const status = document.getElementById("live");
+  if (!main || !main.dataset.session) {
+    return;
+  }
+  const parser = new DOMParser();
+
+  function setStatus(text, state) {
+    if (status) {
+      status.textContent = text;
+      status.className = "live " + state;
+    }
+  }
+
+  // The item wrapping one server-rendered fragment (the server's own HTML, escaped).
+  function item(key, html) {
+    const wrapper = document.createElement("div");
+    wrapper.className = "item fresh";
+    wrapper.id = "i-" + key;
+    const parsed = parser.parseFromString(html, "text/html");
+    for (const node of Array.from(parsed.body.childNodes)) {
+      wrapper.appendChild(document.adoptNode(node));
+    }
+    return wrapper;
+  }
+
+  function atBottom() {
+    const doc = document.documentElement;
+    return window.innerHeight + window.scrollY >= doc.scrollHeight - 40;
+  }
+
+  function apply(ops) {
+    const follow = atBottom();
+    for (const op of ops) {
+      if (op.op === "remove") {
+        const old = document.getElementById("i-" + op.key);
+        if (old && old.parentNode === main) {
+          old.remove();
+        }
+      } else if (op.op === "put") {
+        const fresh = item(op.key, op.html);
+        const old = document.getElementById("i-" + op.key);
+        if (old && old.parentNode === main) {
+          main.replaceChild(fresh, old);
+        } else {
+          const after = op.after === null ? null : document.getElementById("i-" + op.after);
+          if (after && after.parentNode === main) {
+            after.after(fresh);
+          } else if (op.after === null) {
+            main.prepend(fresh);
+          } else {
+            main.appendChild(fresh);
+          }
+        }
+      } else if (op.op === "head") {
+        const head = document.getElementById("session-head");
+        if (head) {
+          const parsed = parser.parseFromString(op.html, "text/html");
+          head.replaceChildren(...Array.from(parsed.body.childNodes).map((n) => document.adoptNode(n)));
+        }
+      }
+    }
+    if (follow) {
+      window.scrollTo(0, document.documentElement.scrollHeight);
+    }
+  }
+
+  const url =
+    "/s/" + encodeURIComponent(main.dataset.session) +
+    "/events?from_seq=" + encodeURIComponent(main.dataset.seq || "0");
+  const source = new EventSource(url);
+  source.addEventListener("open", function () {
+    setStatus("live", "on");
+  });
+  source.addEventListener("error", function () {
+    setStatus(source.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…", "off");
+  });
+  source.addEventListener("change", function (event) {
+    apply(JSON.parse(event.data));
+    main.dataset.seq = event.lastEventId;
+  });
+  source.addEventListener("gone", function () {
+    source.close();
+    setStatus("session deleted", "off");
+  });
+  source.addEventListener("failed", function () {
+    source.close();
+    setStatus("database unavailable: reload", "off");
+  });
+})();
