@@ -28,6 +28,7 @@ from .backends.base import retrying
 from .compaction.breaker import CircuitBreaker
 from .config import Settings
 from .context import splits_tool_pair
+from .crypto import KeyProvider
 from .errors import (
     ConfigurationError,
     ConflictError,
@@ -45,6 +46,7 @@ from .rows import (
     records_from_rows,
     session_info,
 )
+from .sealing import Keyring, PlainGuard, SealedBackend
 from .validation import check_record_size, strict_int
 
 T = TypeVar("T")
@@ -134,15 +136,31 @@ class Core:
     """The backend, the namespace and the per-store state, with the primitives every
     write and read is built from. Made by :class:`SessionStore`; one per store."""
 
-    def __init__(self, settings: Settings, backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        backend: Backend | None = None,
+        encryption: KeyProvider | None = None,
+    ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self.max_record_bytes = settings.max_record_bytes
-        self.backend = backend if backend is not None else open_backend(settings)
-        self.flavour = self.backend.flavour
-        # Where reads that must see other writers' latest rows go (a read after a
-        # conflict): the primary when reads go to replicas, else the backend itself.
-        self.primary: Backend = getattr(self.backend, "primary", self.backend)
+        inner = backend if backend is not None else open_backend(settings)
+        self.flavour = inner.flavour
+        # Encryption at rest (sessiondb.sealing): with keys, the backend seals what it
+        # writes and opens what it reads, so nothing above it sees ciphertext; without,
+        # its first call checks that the namespace is not an encrypted one.
+        #: The namespace's texts are encrypted: full-text indexing must stay off.
+        self.encrypted = encryption is not None
+        self.backend: Backend
+        if encryption is not None:
+            sealed = SealedBackend(inner, Keyring(encryption, self.namespace))
+            self.backend, self.primary = sealed, sealed.primary
+        else:
+            self.backend = PlainGuard(inner, self.namespace, self._unguarded)
+            # Where reads that must see other writers' latest rows go (a read after a
+            # conflict): the primary when reads go to replicas, else the backend itself.
+            self.primary = getattr(inner, "primary", inner)
         self.named = NamedSessions()
         self.compaction_breaker = CircuitBreaker()
         self.turn_wakeups = TurnWakeups()
@@ -157,6 +175,9 @@ class Core:
         self.home_lock = threading.Lock()
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
+
+    def _unguarded(self, backend: Backend) -> None:
+        self.backend = backend
 
     # -- life -------------------------------------------------------------------------
 

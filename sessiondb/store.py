@@ -25,6 +25,7 @@ from .compaction.breaker import CircuitBreaker
 from .compaction.prune import PRUNED_MARKER
 from .config import Settings, StoreOptions
 from .core import Core, check_expected_seq, now
+from .crypto import KeyProvider
 from .errors import (
     ConfigurationError,
     InvalidInputError,
@@ -35,6 +36,7 @@ from .ids import check_session_id
 from .kinds import KINDS
 from .models import Compaction, Message, NewSession, Prune, Record, SessionInfo, SessionPage
 from .rows import new_session_row, records_from_rows, session_info, utc
+from .sealing import RotationReport, rotate
 from .turns import Turn
 from .validation import (
     MAX_NAME_CHARS,
@@ -65,10 +67,15 @@ class SessionStore:
     """
 
     def __init__(
-        self, settings: Settings | str | None = None, backend: Backend | None = None
+        self,
+        settings: Settings | str | None = None,
+        backend: Backend | None = None,
+        *,
+        encryption: KeyProvider | None = None,
     ) -> None:
         """A store for ``settings`` (or a URL, as :meth:`open` takes it); prefer
-        :meth:`open` or :meth:`connect`, which also take the connection options."""
+        :meth:`open` or :meth:`connect`, which also take the connection options.
+        ``encryption`` as for :meth:`open`."""
         if not isinstance(settings, Settings):
             if settings is not None and not isinstance(settings, str):
                 raise ConfigurationError(
@@ -77,7 +84,7 @@ class SessionStore:
             settings = Settings.from_env(settings)
         self.settings = settings
         self.namespace = settings.namespace
-        self._core = Core(settings, backend)
+        self._core = Core(settings, backend, encryption)
 
     @property
     def core(self) -> Core:
@@ -97,7 +104,12 @@ class SessionStore:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, url: str | None = None, namespace: str | None = None, **options: Unpack[StoreOptions]
+        cls,
+        url: str | None = None,
+        namespace: str | None = None,
+        *,
+        encryption: KeyProvider | None = None,
+        **options: Unpack[StoreOptions],
     ) -> AsyncIterator[SessionStore]:
         """Open a store; closes its connections on exit.
 
@@ -126,12 +138,16 @@ class SessionStore:
             read_consistency: ``"session"`` (default: reads see this store object's own
                 earlier writes; other processes' writes are ordered by the database, not
                 by the store) or ``"eventual"`` (a replica answers unchecked).
+            encryption: a :class:`sessiondb.crypto.KeyProvider`: the namespace's payloads,
+                session names, metadata and system prompts are stored encrypted.
 
         Raises:
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
+            EncryptedNamespaceError (on first use): the namespace's encryption is not
+                the store's.
         """
-        store = await cls.connect(url, namespace, **options)
+        store = await cls.connect(url, namespace, encryption=encryption, **options)
         try:
             yield store
         finally:
@@ -139,7 +155,12 @@ class SessionStore:
 
     @classmethod
     async def connect(
-        cls, url: str | None = None, namespace: str | None = None, **options: Unpack[StoreOptions]
+        cls,
+        url: str | None = None,
+        namespace: str | None = None,
+        *,
+        encryption: KeyProvider | None = None,
+        **options: Unpack[StoreOptions],
     ) -> SessionStore:
         """A store for a service to keep for its lifetime: ``store = await
         SessionStore.connect(url)`` at start-up, ``await store.close()`` at shut-down.
@@ -149,7 +170,7 @@ class SessionStore:
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
         """
-        return cls(Settings.from_options(url, namespace, options))
+        return cls(Settings.from_options(url, namespace, options), encryption=encryption)
 
     def __repr__(self) -> str:
         return f"SessionStore({self.settings!r})"  # Settings masks the secrets
@@ -169,6 +190,14 @@ class SessionStore:
             lambda conn: migrations.run_sync(conn, "upgrade", revision), exclusive=True
         )
         self._core.turns_table = True
+
+    async def rotate_keys(self, *, reencrypt: bool = False) -> RotationReport:
+        """Re-wrap the namespace's data keys under the key provider's current master key
+        (older master keys are no longer needed); ``reencrypt``: also move every record
+        and session to a new data key, in short batches while appends go on (a run cut
+        short resumes when called again). Raises :class:`EncryptionError`."""
+        check_bool(reencrypt, "reencrypt")
+        return await rotate(self._core.backend, reencrypt=bool(reencrypt))
 
     # -- sessions -------------------------------------------------------------------
 
@@ -502,10 +531,10 @@ class SessionStore:
         check_session_id(session_id)
         flavour = self._core.flavour
         if last is None:
-            bound = q.context(session_id, self.namespace, flavour)
+            bound = q.context(session_id, self.namespace, flavour, self._core.encrypted)
         else:
             strict_int(last, "last", minimum=0)
-            bound = q.context_tail(session_id, self.namespace, flavour, last)
+            bound = q.context_tail(session_id, self.namespace, flavour, last, self._core.encrypted)
         rows = await self._core.backend.fetch(bound)
         split = ctx.split_rows(rows)
         if split.head is None:
