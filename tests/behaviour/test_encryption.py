@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from sessiondb import (
     KeyConfigurationError,
     SessionDBError,
     SessionStore,
+    cli,
     jsoncodec,
 )
 from sessiondb.crypto import StaticKeyProvider
@@ -403,3 +405,30 @@ def test_missing_cryptography_names_the_extra() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "pip install 'sessiondb[crypto]'" in done.stdout, done.stderr
+
+
+async def test_cli_rotates_keys(db_url: str, tmp_path: Path) -> None:
+    async with SessionStore.open(db_url, encryption=provider(k1=K1)) as store:
+        sid = await fill(store)
+    keys = tmp_path / "keys.json"
+    encoded = {"k1": base64.b64encode(K1).decode(), "k2": base64.b64encode(K2).decode()}
+    keys.write_text(json.dumps({"current": "k2", "keys": encoded}))
+
+    def run(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        return cli.main(["--db", db_url, *argv], out=out), out.getvalue()
+
+    status, text = await asyncio.to_thread(run, "keys", "rotate", "--keys-file", str(keys))
+    assert (status, text) == (0, "data keys re-wrapped under k2: 1; current data key: 1\n")
+    keys.write_text(json.dumps({"current": "k2", "keys": {"k2": encoded["k2"]}}))
+    status, text = await asyncio.to_thread(
+        run, "keys", "rotate", "--reencrypt", "--json", "--keys-file", str(keys)
+    )
+    assert status == 0
+    assert json.loads(text)["current_version"] == 2
+    status, text = await asyncio.to_thread(
+        run, "sessions", "show", sid, "--json", "--keys-file", str(keys)
+    )
+    assert status == 0 and MARKER in text
+    assert (await asyncio.to_thread(run, "sessions", "show", sid))[0] == 1  # no keys given
+    assert (await asyncio.to_thread(run, "keys", "rotate"))[0] == 1
