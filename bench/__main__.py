@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, contention, figures, replicas, turns
+from . import agents, contention, encryption, figures, replicas, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, table
 from .sizes import for_mode
@@ -36,6 +36,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     10: ("OpenAI Agents SDK sessions", agents.agents_sessions, ("postgres",)),
     11: ("turn lease overhead", turns.turn_overhead, BOTH),
     12: ("read replicas", replicas.replica_reads, ("postgres",)),
+    13: ("encryption at rest", encryption.encryption_overhead, BOTH),
 }
 
 FLOORS = """\
@@ -66,7 +67,10 @@ floors (the bare driver on the same tables, same run):
      fenced turn.append inside a held turn
  12 sessiondb itself on the primary alone: context() of a store without replicas, and
      today's append (the replica's own primary and standby are built for the figure with
-     pg_createcluster and pg_basebackup; skipped, and said so, without them or root)"""
+     pg_createcluster and pg_basebackup; skipped, and said so, without them or root)
+ 13 sessiondb itself without keys, in a plain namespace of the same database: append,
+     context() of the short session, import_sessions of the bulk batch (needs
+     sessiondb[crypto])"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -91,7 +95,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         nargs="+",
         choices=sorted(FIGURES),
-        help="run only these figures (1-12)",
+        help="run only these figures (1-13)",
     )
     parser.add_argument(
         "--backend",
