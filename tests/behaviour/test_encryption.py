@@ -432,3 +432,10 @@ async def test_cli_rotates_keys(db_url: str, tmp_path: Path) -> None:
     assert status == 0 and MARKER in text
     assert (await asyncio.to_thread(run, "sessions", "show", sid))[0] == 1  # no keys given
     assert (await asyncio.to_thread(run, "keys", "rotate"))[0] == 1
+
+
+async def test_adk_service_refuses_an_encrypted_store(db_url: str) -> None:
+    adk = pytest.importorskip("sessiondb.integrations.adk")
+    async with SessionStore.open(db_url, encryption=provider(k1=K1)) as store:
+        with pytest.raises(EncryptionError, match="ADK"):
+            adk.SessionDBSessionService(store)
