@@ -50,6 +50,8 @@ T = TypeVar("T")
 # Seconds between re-reads of the key table: how soon a store sees a data key another
 # process added (``rotate_keys(reencrypt=True)``) and seals with it.
 KEYRING_REFRESH = 60.0
+# Optimistic appends tried before one that locks the head (a busy session's writers).
+OPTIMISTIC_TRIES = 3
 RECORD_COLUMNS = tuple(c.name for c in records.c)
 SESSION_COLUMNS = tuple(c.name for c in sessions.c)
 _SESSION_SEALED = frozenset(q.SEALED_SESSION_COLUMNS)
@@ -465,11 +467,31 @@ class SealedBackend:
         return await self._opened(sealed, lambda: self.inner.execute(sealed))
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
-        async def once() -> int | None:
+        """Optimistic: read the head, seal for the seqs after it, append expecting it (two
+        round trips, no lock held between); a writer that moved the head meanwhile costs
+        one more try, and after :data:`OPTIMISTIC_TRIES` the head is locked instead."""
+        await self._ready()
+        if head.get("expected") is not None:
+            sealed_head, sealed = seal_append(self.keyring, head, rows, head["expected"] + 1)
+            return await self.inner.append(sealed_head, sealed)
+        heads = q.session_heads(head["ns"], [head["sid"]], self.flavour)
+        for _ in range(OPTIMISTIC_TRIES):
+            found = await self.primary_inner.fetch(heads)
+            if not found:
+                return None  # no such session: the caller says so
+            last = int(found[0]["last_seq"])
+            sealed_head, sealed = seal_append(
+                self.keyring, {**head, "expected": last}, rows, last + 1
+            )
+            first = await self.inner.append(sealed_head, sealed)
+            if first is not None:
+                return first
+
+        async def locked() -> int | None:
             async with self.transaction() as tx:
                 return await tx.append(head, rows)
 
-        return await retrying(once)
+        return await retrying(locked)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SealedTransaction]:
