@@ -22,9 +22,9 @@ from bench import replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"figure", "backend", "sessiondb_median_s", "floor_median_s", "ratio", "goal", "met"}
-EXPECTED = {(str(n), b) for n in (1, 2, 3, 4, 5, 6, 8, 9, 11) for b in ("postgres", "sqlite")} | {
-    ("7", "postgres")
-}
+EXPECTED = {
+    (str(n), b) for n in (1, 2, 3, 4, 5, 6, 8, 9, 11, 13) for b in ("postgres", "sqlite")
+} | {("7", "postgres")}
 # figure 12 builds its own primary and standby where it can (pg_createcluster, as root)
 if replicas.missing_tools() is None:
     EXPECTED |= {("12", "postgres")}
