@@ -157,7 +157,8 @@ class Core:
             sealed = SealedBackend(inner, Keyring(encryption, self.namespace))
             self.backend, self.primary = sealed, sealed.primary
         else:
-            self.backend = PlainGuard(inner, self.namespace, self._unguarded)
+            PlainGuard(inner, self.namespace)
+            self.backend = inner
             # Where reads that must see other writers' latest rows go (a read after a
             # conflict): the primary when reads go to replicas, else the backend itself.
             self.primary = getattr(inner, "primary", inner)
@@ -175,9 +176,6 @@ class Core:
         self.home_lock = threading.Lock()
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
-
-    def _unguarded(self, backend: Backend) -> None:
-        self.backend = backend
 
     # -- life -------------------------------------------------------------------------
 

@@ -638,27 +638,32 @@ async def _apply(raw: Backend, changes: list[q.Bound]) -> int:
 
 
 class PlainGuard:
-    """The backend of a store without keys until its first call has checked that the
-    namespace is not encrypted; then ``step_aside`` puts the wrapped backend back in its
-    place, and later calls cost nothing."""
+    """Checks, on a store's first call, that its namespace is not encrypted.
 
-    def __init__(
-        self, inner: Backend, namespace: str, step_aside: Callable[[Backend], None]
-    ) -> None:
-        self.inner = inner
-        self.flavour = inner.flavour
+    The backend stays the store's backend (``core.backend`` is still a
+    ``PostgresBackend``, a ``ReplicaBackend``…): until the check has passed, its
+    ``fetch``, ``execute``, ``append`` and ``transaction`` are shadowed on the instance by
+    checking ones; once it has, the shadows are removed, and later calls cost nothing.
+    """
+
+    METHODS = ("fetch", "execute", "append", "transaction")
+
+    def __init__(self, backend: Backend, namespace: str) -> None:
+        self._backend = backend
         self._namespace = namespace
-        self._step_aside = step_aside
-        self._checked = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        self._kind = type(backend)
+        for name in self.METHODS:
+            setattr(backend, name, getattr(self, name))
 
     async def check(self) -> None:
-        if self._checked:
-            return
+        if self._backend.__dict__.get("fetch") is None:
+            return  # a concurrent first call has checked
+        # On the primary itself: the key table is read once, not as one of the reads a
+        # replica router spreads.
+        primary = getattr(self._backend, "primary", self._backend)
+        check = primary.fetch if primary is not self._backend else self._unshadowed_fetch
         try:
-            keys = await self.inner.fetch(q.data_keys_of(self._namespace))
+            keys = await check(q.data_keys_of(self._namespace))
         except ConfigurationError:
             keys = []  # no key table (a schema older than encryption): not encrypted
         if keys:
@@ -666,29 +671,26 @@ class PlainGuard:
                 f"namespace {self._namespace!r} is encrypted; open the store with "
                 "encryption=<a sessiondb.crypto.KeyProvider>"
             )
-        self._checked = True
-        self._step_aside(self.inner)
+        for name in self.METHODS:
+            self._backend.__dict__.pop(name, None)
+
+    async def _unshadowed_fetch(self, bound: q.Bound) -> list[Row]:
+        return await self._kind.fetch(self._backend, bound)
 
     async def fetch(self, bound: q.Bound, *, plain: bool = False) -> list[Row]:
         await self.check()
-        return await self.inner.fetch(bound, plain=plain)
+        return await self._kind.fetch(self._backend, bound, plain=plain)
 
     async def execute(self, bound: q.Bound) -> list[Row]:
         await self.check()
-        return await self.inner.execute(bound)
+        return await self._kind.execute(self._backend, bound)
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         await self.check()
-        return await self.inner.append(head, rows)
+        return await self._kind.append(self._backend, head, rows)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         await self.check()
-        async with self.inner.transaction() as tx:
+        async with self._kind.transaction(self._backend) as tx:
             yield tx
-
-    async def run_sync(self, fn: Any, *, exclusive: bool = False) -> Any:
-        return await self.inner.run_sync(fn, exclusive=exclusive)
-
-    async def close(self) -> None:
-        await self.inner.close()
