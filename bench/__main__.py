@@ -20,6 +20,7 @@ from . import (
     agents,
     combined,
     contention,
+    encryption,
     figures,
     replicas,
     scale,
@@ -52,6 +53,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     14: ("start-up", startup.startup, ("sqlite",)),
     15: ("tasks appending to one session", combined.combined_appends, ("postgres",)),
     16: ("search", search.search_figures, BOTH),
+    17: ("encryption at rest", encryption.encryption_overhead, BOTH),
 }
 
 FLOORS = """\
@@ -97,7 +99,10 @@ floors (the bare driver on the same tables, same run):
      same index (asyncpg: search @@ to_tsquery, ts_rank, ORDER BY rank LIMIT 21;
      sqlite3: FTS5 MATCH joined to the records, bm25, LIMIT 21), rows with payloads;
      c, d: the same appends / bulk import into a database without the index, by a store
-     that computes no text (search_indexing off)"""
+     that computes no text (search_indexing off)
+ 17 sessiondb itself without keys, in a plain namespace of the same database: append,
+     context() of the short session, import_sessions of the bulk batch (needs
+     sessiondb[crypto])"""
 
 
 SCALE_NOTES = """\

@@ -44,12 +44,22 @@ from urllib.parse import unquote
 
 from . import serve
 from .cli_transfer import add_transfer_commands
-from .config import DEFAULT_SQLITE_FILE, ENV_NAMESPACE, ENV_URL, MASK, masked_url, redact
-from .errors import ConfigurationError, SessionDBError
+from .config import (
+    DEFAULT_SQLITE_FILE,
+    ENV_MASTER_KEYS,
+    ENV_MASTER_KEYS_FILE,
+    ENV_NAMESPACE,
+    ENV_URL,
+    MASK,
+    masked_url,
+    redact,
+)
+from .errors import ConfigurationError, EncryptionError, SessionDBError
 from .lazy import import_at_start
 from .terminal import json_for_terminal, shown
 
 if TYPE_CHECKING:
+    from .crypto import StaticKeyProvider
     from .models import Message, Record, SessionInfo
     from .store import SessionStore
 
@@ -71,7 +81,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--namespace", help=f"tenant namespace (default: ${ENV_NAMESPACE}, else 'default')"
     )
+    parser.add_argument(
+        "--keys-file",
+        metavar="PATH",
+        help=f"master keys of an encrypted namespace, JSON (default: ${ENV_MASTER_KEYS_FILE}, "
+        f"else ${ENV_MASTER_KEYS} as id:base64,…; neither: no encryption)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    keys = commands.add_parser("keys", help="encryption at rest: the namespace's keys")
+    key_verbs = keys.add_subparsers(dest="verb", required=True, metavar="VERB")
+    rotate = key_verbs.add_parser(
+        "rotate", help="re-wrap the data keys under the current master key"
+    )
+    rotate.add_argument(
+        "--reencrypt", action="store_true", help="also move every row to a new data key"
+    )
+    rotate.add_argument("--json", action="store_true", help="print JSON for scripts")
+    rotate.set_defaults(handler=_rotate)
 
     migrate = commands.add_parser("migrate", help="upgrade the schema to the newest revision")
     migrate.add_argument("--revision", default="head", help="target revision (default: head)")
@@ -151,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Options every command takes, wherever they stand on the command line.
-_GLOBAL_OPTIONS = ("--db", "--namespace")
+_GLOBAL_OPTIONS = ("--db", "--namespace", "--keys-file")
 # Commands that may create a SQLite file; every other one only reads or writes an
 # existing database.
 _CREATES_DATABASE = {"migrate"}
@@ -204,13 +231,43 @@ async def _run(args: argparse.Namespace, out: TextIO) -> None:
     from .store import SessionStore
 
     handler: Handler = args.handler
-    store = await SessionStore.connect(args.db, args.namespace)
+    store = await SessionStore.connect(args.db, args.namespace, encryption=_key_provider(args))
     try:
         if args.command not in _CREATES_DATABASE:
             _require_existing(store)
         await handler(store, args, out)
     finally:
         await store.close()
+
+
+def _key_provider(args: argparse.Namespace) -> StaticKeyProvider | None:
+    """The master keys given by ``--keys-file`` or the environment, if any."""
+    from .crypto import StaticKeyProvider
+
+    path = args.keys_file or os.environ.get(ENV_MASTER_KEYS_FILE)
+    if path:
+        return StaticKeyProvider.from_file(path)
+    if os.environ.get(ENV_MASTER_KEYS):
+        return StaticKeyProvider.from_env(ENV_MASTER_KEYS)
+    return None
+
+
+async def _rotate(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    if not store.core.encrypted:
+        raise EncryptionError(
+            f"no master keys: give --keys-file, ${ENV_MASTER_KEYS_FILE} or ${ENV_MASTER_KEYS}"
+        )
+    import dataclasses
+
+    report = await store.rotate_keys(reencrypt=args.reencrypt)
+    moved = f"; moved {report.records_resealed} records, {report.sessions_resealed} sessions"
+    print(
+        json.dumps(dataclasses.asdict(report))
+        if args.json
+        else f"data keys re-wrapped under {shown(report.master_key_id)}: {report.rewrapped}; "
+        f"current data key: {report.current_version}{moved if args.reencrypt else ''}",
+        file=out,
+    )
 
 
 def _require_existing(store: SessionStore) -> None:

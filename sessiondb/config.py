@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 ENV_URL = "SESSIONDB_URL"
 ENV_NAMESPACE = "SESSIONDB_NAMESPACE"
+# Master keys of :class:`sessiondb.crypto.StaticKeyProvider.from_env` (``id:base64,…``,
+# the first current) and the file of ``from_file``, for the CLI.
+ENV_MASTER_KEYS = "SESSIONDB_MASTER_KEYS"
+ENV_MASTER_KEYS_FILE = "SESSIONDB_MASTER_KEYS_FILE"
 
 DEFAULT_SQLITE_FILE = "sessiondb.sqlite3"
 DEFAULT_NAMESPACE = "default"

@@ -29,6 +29,7 @@ from .backends.base import retrying
 from .combine import Combiner
 from .config import Settings
 from .context import splits_tool_pair
+from .crypto import KeyProvider
 from .errors import (
     ConfigurationError,
     ConflictError,
@@ -47,6 +48,7 @@ from .rows import (
     records_from_rows,
     session_info,
 )
+from .sealing import Keyring, PlainGuard, SealedBackend
 from .tables import SEARCH
 from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
@@ -144,15 +146,32 @@ class Core:
     """The backend, the namespace and the per-store state, with the primitives every
     write and read is built from. Made by :class:`SessionStore`; one per store."""
 
-    def __init__(self, settings: Settings, backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        backend: Backend | None = None,
+        encryption: KeyProvider | None = None,
+    ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self.max_record_bytes = settings.max_record_bytes
-        self.backend = backend if backend is not None else open_backend(settings)
-        self.flavour = self.backend.flavour
-        # Where reads that must see other writers' latest rows go (a read after a
-        # conflict): the primary when reads go to replicas, else the backend itself.
-        self.primary: Backend = getattr(self.backend, "primary", self.backend)
+        inner = backend if backend is not None else open_backend(settings)
+        self.flavour = inner.flavour
+        # Encryption at rest (sessiondb.sealing): with keys, the backend seals what it
+        # writes and opens what it reads, so nothing above it sees ciphertext; without,
+        # its first call checks that the namespace is not an encrypted one.
+        #: The namespace's texts are encrypted: full-text indexing must stay off.
+        self.encrypted = encryption is not None
+        self.backend: Backend
+        if encryption is not None:
+            sealed = SealedBackend(inner, Keyring(encryption, self.namespace))
+            self.backend, self.primary = sealed, sealed.primary
+        else:
+            PlainGuard(inner, self.namespace)
+            self.backend = inner
+            # Where reads that must see other writers' latest rows go (a read after a
+            # conflict): the primary when reads go to replicas, else the backend itself.
+            self.primary = getattr(inner, "primary", inner)
         self.named = NamedSessions()
         self.turn_wakeups = TurnWakeups()
         # Concurrent appends to one session, sent as one (sessiondb.combine).
@@ -170,7 +189,7 @@ class Core:
         # for a store that must not keep plaintext beside its records (an encrypted
         # namespace), and for the benchmark's side without the index; search then
         # refuses to run.
-        self.search_indexing = True
+        self.search_indexing = not self.encrypted
         # False once a write found no search index in the schema (new code ahead of
         # ``migrate`` in a rolling upgrade): writes go on without it, until the next
         # migrate, whose revision 0006 indexes what they wrote.

@@ -223,3 +223,24 @@ class SummarizerError(CompactionError):
 
 class ReadOnlyError(SessionDBError):
     """sessiondb's rows are written only through SessionStore; nothing was flushed."""
+
+
+class EncryptionError(SessionDBError):
+    """Encryption at rest refused the operation (see :mod:`sessiondb.crypto`)."""
+
+
+class KeyConfigurationError(EncryptionError, ConfigurationError):
+    """A master key is missing, malformed or not the provider's: nothing was read or
+    written."""
+
+
+class DecryptionError(EncryptionError):
+    """A stored value could not be decrypted: the wrong master key, a tampered or moved
+    ciphertext, or a value that is not sessiondb's ciphertext. Nothing of the value is
+    returned."""
+
+
+class EncryptedNamespaceError(EncryptionError):
+    """The namespace's encryption does not match the store's: a store without keys
+    opened an encrypted namespace, or a store with keys a namespace that already holds
+    unencrypted sessions."""

@@ -11,7 +11,7 @@ from .core import now
 from .errors import InvalidInputError, SessionNotFoundError, brief
 from .ids import new_session_id
 from .rows import HEAD_COUNTERS, head_counters, session_row, utc
-from .tables import sessions
+from .tables import records, sessions
 from .validation import SESSION_FIELD_COLUMNS
 
 if TYPE_CHECKING:
@@ -55,15 +55,26 @@ async def fork(
             values.update(parent_id=session_id, fork_seq=point)
         await tx.fetch((q.insert_rows(sessions.name), values))
         if detach and point > 0:
-            await tx.fetch(q.copy_lineage(session_id, core.namespace, child_id, point))
-            if core.flavour == q.SQLITE:  # Postgres copied the records' search column
-                await tx.fetch(q.copy_search_sqlite(session_id, core.namespace, child_id, point))
+            await _copy(core, tx, session_id, child_id, point)
 
     try:
         await core.transact(unit)
     except IntegrityViolation as exc:
         raise core.integrity_error(exc) from exc
     return child_id
+
+
+async def _copy(core: Core, tx: Transaction, session_id: str, child_id: str, upto: int) -> None:
+    """The lineage's records up to ``upto`` copied into the detached child: by one
+    ``INSERT … SELECT``, or, when payloads are sealed to their row, read and written
+    again (sealed anew for the child's rows)."""
+    if not core.encrypted:
+        await tx.fetch(q.copy_lineage(session_id, core.namespace, child_id, upto))
+        if core.flavour == q.SQLITE:  # Postgres copied the records' search column
+            await tx.fetch(q.copy_search_sqlite(session_id, core.namespace, child_id, upto))
+        return
+    rows = await tx.fetch(q.lineage_record_rows(session_id, core.namespace, upto))
+    await tx.insert(records, [(child_id, *tuple(r)[1:]) for r in rows])
 
 
 def _child_row(

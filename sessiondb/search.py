@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from . import jsoncodec
 from . import search_statements as sq
 from . import statements as q
-from .errors import ConfigurationError, InvalidInputError, brief
+from .errors import ConfigurationError, EncryptionError, InvalidInputError, brief
 from .ids import check_session_id
 from .models import Role, SearchHit, SearchPage
 from .rows import utc
@@ -109,7 +109,13 @@ async def search(
             search.
         SessionNotFoundError: ``session_id`` names no session of the namespace.
         ConfigurationError: the store does not index text (``core.search_indexing``).
+        EncryptionError: the namespace is encrypted: an index would hold its plaintext.
     """
+    if core.encrypted:
+        raise EncryptionError(
+            "search refuses an encrypted namespace: a full-text index would keep its "
+            "text in plaintext beside the ciphertext"
+        )
     if not core.search_indexing:
         raise ConfigurationError(
             "search is off for this store: it does not index the text of its records "

@@ -67,7 +67,17 @@ from sqlalchemy import (
     update,
 )
 
-from .tables import SEARCH, Id, UTCDateTime, adk_sessions, adk_state, records, sessions, turns
+from .tables import (
+    SEARCH,
+    Id,
+    UTCDateTime,
+    adk_sessions,
+    adk_state,
+    data_keys,
+    records,
+    sessions,
+    turns,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -237,7 +247,7 @@ def _tombstoned_seqs(lin: CTE) -> Select[Any]:
 # -- the context --------------------------------------------------------------------------
 
 
-def context(session_id: str, namespace: str, flavour: str) -> Bound:
+def context(session_id: str, namespace: str, flavour: str, sealed: bool = False) -> Bound:
     """Everything the model should see, in one statement (one snapshot).
 
     Rows ``(part, seq, payload)``, ordered: one ``part = 0`` row for the session itself
@@ -246,14 +256,17 @@ def context(session_id: str, namespace: str, flavour: str) -> Bound:
     message with ``seq >= first_kept_seq``, in seq order, then ``part = 3`` for each live
     prune record of the lineage (the caller applies them to the messages they name).
     """
-    return _context(flavour == POSTGRES), _scope(session_id, namespace)
+    return _context(flavour == POSTGRES, sealed=sealed), _scope(session_id, namespace)
 
 
-def context_tail(session_id: str, namespace: str, flavour: str, last: int) -> Bound:
+def context_tail(
+    session_id: str, namespace: str, flavour: str, last: int, sealed: bool = False
+) -> Bound:
     """:func:`context` with only the last ``last`` live messages as ``part = 2`` rows
     (still in seq order): read backwards by the primary key, ``last`` rows and the
     tombstones, however long the history."""
-    return _context(flavour == POSTGRES, tail=True), _scope(session_id, namespace, last=last)
+    bound = _context(flavour == POSTGRES, tail=True, sealed=sealed)
+    return bound, _scope(session_id, namespace, last=last)
 
 
 def _latest_compaction(lin: CTE, tomb: CTE, *columns: Any) -> Select[Any]:
@@ -271,19 +284,28 @@ def _latest_compaction(lin: CTE, tomb: CTE, *columns: Any) -> Select[Any]:
 
 
 @cache
-def _context(lateral: bool, tail: bool = False) -> Select[Any]:
+def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Select[Any]:
+    # ``sealed``: each row also names the session that stores it (``sealed_sid``), which
+    # an encrypted store needs to open the payload (sessiondb.sealing drops the column).
+    own: list[Any] = [records.c.session_id] if sealed else []
     lin = lineage()
     tomb = _tombstoned_seqs(lin).cte("tombstoned")
     compaction = _latest_compaction(
-        lin, tomb, records.c.seq, records.c.first_kept_seq, records.c.payload
+        lin, tomb, records.c.seq, records.c.first_kept_seq, records.c.payload, *own
     ).cte("latest_compaction")
     first_kept = func.coalesce(select(compaction.c.first_kept_seq).scalar_subquery(), const(0))
     head = select(
         const(0).label("part"),
         lin.c.upto.label("seq"),
         null().label("payload"),
+        *([lin.c.id] if sealed else []),
     ).where(lin.c.depth == const(0))
-    overlay = select(const(1), compaction.c.seq, compaction.c.payload)
+    overlay = select(
+        const(1),
+        compaction.c.seq,
+        compaction.c.payload,
+        *([compaction.c.session_id] if sealed else []),
+    )
     kept = (
         records.c.kind == const("message"),
         records.c.seq >= first_kept,
@@ -297,14 +319,14 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
         n = bindparam("last", type_=BigInteger())
         if lateral:
             member = (
-                select(records.c.seq, records.c.payload)
+                select(records.c.seq, records.c.payload, *own)
                 .where(_in_lineage(lin), *kept)
                 .order_by(records.c.seq.desc())
                 .limit(n)
                 .lateral("kept")
             )
             newest = (
-                select(member.c.seq, member.c.payload)
+                select(member.c.seq, member.c.payload, *_own(member, sealed))
                 .select_from(lin.join(member, true()))
                 .order_by(member.c.seq.desc())
                 .limit(n)
@@ -327,38 +349,38 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
                 .scalar_subquery()
             )
             newest = (
-                select(records.c.seq, records.c.payload)
+                select(records.c.seq, records.c.payload, *own)
                 .select_from(lin.join(records, _in_lineage(lin)))
                 .where(*kept, records.c.seq >= func.coalesce(nth, const(0)))
                 .order_by(records.c.seq.desc())
                 .limit(n)
                 .subquery("newest")
             )
-        messages = select(const(2), newest.c.seq, newest.c.payload)
+        messages = select(const(2), newest.c.seq, newest.c.payload, *_own(newest, sealed))
     elif lateral:
         # Postgres estimates the recursive lineage at 11 rows and then prefers a hash join
         # over a seq scan of the records table; LATERAL makes it one index range scan per
         # lineage member. The ORDER BY keeps the planner from flattening it into a join.
         member = (
-            select(records.c.seq, records.c.payload)
+            select(records.c.seq, records.c.payload, *own)
             .where(_in_lineage(lin), *kept)
             .order_by(records.c.seq)
             .lateral("kept")
         )
-        messages = select(const(2), member.c.seq, member.c.payload).select_from(
-            lin.join(member, true())
-        )
+        messages = select(
+            const(2), member.c.seq, member.c.payload, *_own(member, sealed)
+        ).select_from(lin.join(member, true()))
     else:
         # SQLite has no LATERAL and plans the plain join by index.
         messages = (
-            select(const(2), records.c.seq, records.c.payload)
+            select(const(2), records.c.seq, records.c.payload, *own)
             .select_from(records.join(lin, _in_lineage(lin)))
             .where(*kept)
         )
     # Live prune records, found by the (session_id, kind, seq) index like the compaction.
     # One that names only superseded messages is moot; it costs one short row.
     prunes = (
-        select(const(3), records.c.seq, records.c.payload)
+        select(const(3), records.c.seq, records.c.payload, *own)
         .select_from(records.join(lin, _in_lineage(lin)))
         .where(
             records.c.kind == const("prune"),
@@ -366,7 +388,14 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
         )
     )
     union = union_all(head, overlay, messages, prunes).subquery("ctx")
-    return select(union.c.part, union.c.seq, union.c.payload).order_by(union.c.part, union.c.seq)
+    columns = [union.c.part, union.c.seq, union.c.payload]
+    if sealed:
+        columns.append(list(union.c)[3].label("sealed_sid"))
+    return select(*columns).order_by(union.c.part, union.c.seq)
+
+
+def _own(sub: Any, sealed: bool) -> list[Any]:
+    return [sub.c.session_id] if sealed else []
 
 
 # -- records along the lineage ------------------------------------------------------------
@@ -1679,3 +1708,200 @@ def adk_set_state(namespace: str, app: str, scope: str, user: str, state_json: s
 _ADK_SET_STATE = (
     update(adk_state).where(_adk_state_row()).values(state_json=bindparam("state", type_=Text()))
 )
+
+
+# -- encryption at rest (sessiondb.sealing) ----------------------------------------------------
+
+
+def data_keys_of(namespace: str) -> Bound:
+    """``version``, ``master_key_id``, ``wrapped_key``, ``completed_at`` of the namespace's
+    data keys, oldest first; none for a namespace that is not encrypted."""
+    return _DATA_KEYS_OF, {"ns": namespace}
+
+
+_DATA_KEYS_OF = (
+    select(
+        data_keys.c.version,
+        data_keys.c.master_key_id,
+        data_keys.c.wrapped_key,
+        data_keys.c.completed_at,
+    )
+    .where(data_keys.c.namespace == NS)
+    .order_by(data_keys.c.version)
+)
+
+
+def insert_data_key(
+    namespace: str,
+    version: int,
+    master_key_id: str,
+    wrapped_key: str,
+    at: datetime,
+    completed: bool,
+) -> Bound:
+    """Store a new data key; the primary key refuses a version a racing store added.
+    ``completed``: no row needs moving to it (the namespace's first key)."""
+    values = {
+        "namespace": namespace,
+        "version": version,
+        "master_key_id": master_key_id,
+        "wrapped_key": wrapped_key,
+        "created_at": at,
+        "completed_at": at if completed else None,
+    }
+    return _INSERT_DATA_KEY, values
+
+
+_INSERT_DATA_KEY = insert(data_keys).values(
+    {c.name: bindparam(c.name, type_=c.type) for c in data_keys.c}
+)
+
+
+def rewrap_data_key(
+    namespace: str, version: int, master_key_id: str, wrapped_key: str, old_wrapped_key: str
+) -> Bound:
+    """Replace a data key's wrapping, if it is still ``old_wrapped_key``; returns
+    ``version`` when it was."""
+    params = {
+        "ns": namespace,
+        "version": version,
+        "master_key_id": master_key_id,
+        "wrapped_key": wrapped_key,
+        "old": old_wrapped_key,
+    }
+    return _REWRAP_DATA_KEY, params
+
+
+_REWRAP_DATA_KEY = (
+    update(data_keys)
+    .where(
+        data_keys.c.namespace == NS,
+        data_keys.c.version == bindparam("version", type_=Integer()),
+        data_keys.c.wrapped_key == bindparam("old", type_=Text()),
+    )
+    .values(
+        master_key_id=bindparam("master_key_id", type_=Text()),
+        wrapped_key=bindparam("wrapped_key", type_=Text()),
+    )
+    .returning(data_keys.c.version)
+)
+
+
+def complete_data_key(namespace: str, version: int, at: datetime) -> Bound:
+    """Note that every row of the namespace is sealed by data key ``version``."""
+    return _COMPLETE_DATA_KEY, {"ns": namespace, "version": version, "at": at}
+
+
+_COMPLETE_DATA_KEY = (
+    update(data_keys)
+    .where(
+        data_keys.c.namespace == NS,
+        data_keys.c.version == bindparam("version", type_=Integer()),
+    )
+    .values(completed_at=bindparam("at", type_=UTCDateTime()))
+)
+
+
+def any_session(namespace: str) -> Bound:
+    """The id of one session of the namespace, if it has any."""
+    return _ANY_SESSION, {"ns": namespace}
+
+
+_ANY_SESSION = select(sessions.c.id).where(sessions.c.namespace == NS).limit(const(1))
+
+
+def lineage_record_rows(session_id: str, namespace: str, upto: int) -> Bound:
+    """Every column of the lineage's records with ``seq <= upto``, in table order (the
+    copy of a detached fork, made in Python when the payloads are sealed to their row)."""
+    return _lineage_record_rows(), _scope(session_id, namespace, upto=upto)
+
+
+@cache
+def _lineage_record_rows() -> Select[Any]:
+    lin = lineage()
+    return (
+        select(*records.c)
+        .select_from(records.join(lin, _in_lineage(lin)))
+        .where(records.c.seq <= bindparam("upto", type_=BigInteger()))
+        .order_by(records.c.seq)
+    )
+
+
+def reseal_record(session_id: str, seq: int, payload: str, old: str) -> Bound:
+    """Replace a record's sealed payload if it is still ``old`` (re-encryption under a
+    new data key: the one UPDATE of a record); returns ``seq`` when it was."""
+    return _RESEAL_RECORD, {"sid": session_id, "seq": seq, "payload": payload, "old": old}
+
+
+_RESEAL_RECORD = (
+    update(records)
+    .where(
+        records.c.session_id == SID,
+        records.c.seq == bindparam("seq", type_=BigInteger()),
+        records.c.payload == bindparam("old", type_=Text()),
+    )
+    .values(payload=bindparam("payload", type_=Text()))
+    .returning(records.c.seq)
+)
+
+#: The session columns an encrypted store seals, each bound to its row by the id.
+SEALED_SESSION_COLUMNS = ("name", "system_prompt_override", "metadata_json")
+
+
+def session_texts(namespace: str, after: str | None, limit: int) -> Bound:
+    """A keyset batch of ``id`` and the sealed columns of the namespace's sessions, by id."""
+    params: dict[str, Any] = {"ns": namespace, "limit": limit, "after": after or ""}
+    return _SESSION_TEXTS, params
+
+
+_SESSION_TEXTS = (
+    select(sessions.c.id, *[sessions.c[n] for n in SEALED_SESSION_COLUMNS])
+    .where(sessions.c.namespace == NS, sessions.c.id > bindparam("after", type_=Id))
+    .order_by(sessions.c.id)
+    .limit(bindparam("limit", type_=BigInteger()))
+)
+
+
+def reseal_session(
+    session_id: str, namespace: str, new: dict[str, str | None], old: dict[str, str | None]
+) -> Bound:
+    """Replace the sealed columns of a session if they are still ``old``; returns ``id``
+    when they were."""
+    params = _scope(session_id, namespace)
+    for n in SEALED_SESSION_COLUMNS:
+        params[f"new_{n}"] = new[n]
+        params[f"old_{n}"] = old[n]
+    return _RESEAL_SESSION, params
+
+
+_RESEAL_SESSION = (
+    update(sessions)
+    .where(
+        sessions.c.id == SID,
+        sessions.c.namespace == NS,
+        *[
+            sessions.c[n].is_not_distinct_from(bindparam(f"old_{n}", type_=Text()))
+            for n in SEALED_SESSION_COLUMNS
+        ],
+    )
+    .values({n: bindparam(f"new_{n}", type_=Text()) for n in SEALED_SESSION_COLUMNS})
+    .returning(sessions.c.id)
+)
+
+
+def sealed_session_params(stmt: Any) -> tuple[str, dict[str, str]] | None:
+    """For a statement that writes sealed session columns: the parameter holding the
+    session's id and ``{parameter: column}`` of those columns; ``None`` for any other.
+    (The appends' head bump is the encrypting backend's own business: ``name``.)"""
+    by_name = {n: n for n in SEALED_SESSION_COLUMNS}
+    if stmt is insert_rows(sessions.name) or any(
+        stmt is _insert_keyed_session(f) for f in (POSTGRES, SQLITE)
+    ):
+        return "id", by_name
+    if stmt is _RENAME:
+        return "sid", {"name": "name"}
+    if stmt is _SET_METADATA:
+        return "sid", {"meta": "metadata_json"}
+    if stmt is _UPDATE_SESSION_ROW:
+        return "id_", {f"v_{n}": n for n in SEALED_SESSION_COLUMNS}
+    return None

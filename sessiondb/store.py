@@ -21,6 +21,7 @@ from . import statements as q
 from .backends import Backend
 from .config import Settings, StoreOptions
 from .core import Core, check_expected_seq, now
+from .crypto import KeyProvider
 from .errors import (
     ConfigurationError,
     InvalidInputError,
@@ -41,6 +42,7 @@ from .models import (
     SessionPage,
 )
 from .rows import new_session_row, records_from_rows, session_info, utc
+from .sealing import RotationReport, rotate
 from .turns import Turn
 from .validation import (
     MAX_NAME_CHARS,
@@ -75,10 +77,15 @@ class SessionStore(FeatureFunctions):
     """
 
     def __init__(
-        self, settings: Settings | str | None = None, backend: Backend | None = None
+        self,
+        settings: Settings | str | None = None,
+        backend: Backend | None = None,
+        *,
+        encryption: KeyProvider | None = None,
     ) -> None:
         """A store for ``settings`` (or a URL, as :meth:`open` takes it); prefer
-        :meth:`open` or :meth:`connect`, which also take the connection options."""
+        :meth:`open` or :meth:`connect`, which also take the connection options.
+        ``encryption`` as for :meth:`open`."""
         if not isinstance(settings, Settings):
             if settings is not None and not isinstance(settings, str):
                 raise ConfigurationError(
@@ -87,7 +94,7 @@ class SessionStore(FeatureFunctions):
             settings = Settings.from_env(settings)
         self.settings = settings
         self.namespace = settings.namespace
-        self._core = Core(settings, backend)
+        self._core = Core(settings, backend, encryption)
 
     @property
     def core(self) -> Core:
@@ -107,7 +114,12 @@ class SessionStore(FeatureFunctions):
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, url: str | None = None, namespace: str | None = None, **options: Unpack[StoreOptions]
+        cls,
+        url: str | None = None,
+        namespace: str | None = None,
+        *,
+        encryption: KeyProvider | None = None,
+        **options: Unpack[StoreOptions],
     ) -> AsyncIterator[SessionStore]:
         """Open a store; closes its connections on exit.
 
@@ -125,8 +137,10 @@ class SessionStore(FeatureFunctions):
         Raises:
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
+            EncryptedNamespaceError (on first use): the namespace's encryption is not
+                the store's.
         """
-        store = await cls.connect(url, namespace, **options)
+        store = await cls.connect(url, namespace, encryption=encryption, **options)
         try:
             yield store
         finally:
@@ -134,7 +148,12 @@ class SessionStore(FeatureFunctions):
 
     @classmethod
     async def connect(
-        cls, url: str | None = None, namespace: str | None = None, **options: Unpack[StoreOptions]
+        cls,
+        url: str | None = None,
+        namespace: str | None = None,
+        *,
+        encryption: KeyProvider | None = None,
+        **options: Unpack[StoreOptions],
     ) -> SessionStore:
         """A store for a service to keep for its lifetime: ``store = await
         SessionStore.connect(url)`` at start-up, ``await store.close()`` at shut-down.
@@ -144,7 +163,7 @@ class SessionStore(FeatureFunctions):
             ConfigurationError: the URL, namespace or options are unusable.
             MissingDependencyError: a Postgres URL without ``sessiondb[postgres]``.
         """
-        return cls(Settings.from_options(url, namespace, options))
+        return cls(Settings.from_options(url, namespace, options), encryption=encryption)
 
     def __repr__(self) -> str:
         return f"SessionStore({self.settings!r})"  # Settings masks the secrets
@@ -167,6 +186,14 @@ class SessionStore(FeatureFunctions):
             lambda conn: migrations.run_sync(conn, "upgrade", revision, cfg), exclusive=True
         )
         self._core.schema_migrated()
+
+    async def rotate_keys(self, *, reencrypt: bool = False) -> RotationReport:
+        """Re-wrap the namespace's data keys under the key provider's current master key
+        (older master keys are no longer needed); ``reencrypt``: also move every record
+        and session to a new data key, in short batches while appends go on (a run cut
+        short resumes when called again). Raises :class:`EncryptionError`."""
+        check_bool(reencrypt, "reencrypt")
+        return await rotate(self._core.backend, reencrypt=bool(reencrypt))
 
     # -- sessions -------------------------------------------------------------------
 
@@ -521,10 +548,10 @@ class SessionStore(FeatureFunctions):
         check_session_id(session_id)
         flavour = self._core.flavour
         if last is None:
-            bound = q.context(session_id, self.namespace, flavour)
+            bound = q.context(session_id, self.namespace, flavour, self._core.encrypted)
         else:
             strict_int(last, "last", minimum=0)
-            bound = q.context_tail(session_id, self.namespace, flavour, last)
+            bound = q.context_tail(session_id, self.namespace, flavour, last, self._core.encrypted)
         rows = await self._core.backend.fetch(bound)
         split = ctx.split_rows(rows)
         if split.head is None:

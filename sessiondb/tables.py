@@ -42,6 +42,7 @@ RECORDS = "sessiondb_records"
 TURNS = "sessiondb_turns"
 ADK_SESSIONS = "sessiondb_adk_sessions"
 ADK_STATE = "sessiondb_adk_state"
+DATA_KEYS = "sessiondb_data_keys"
 VERSION_TABLE = "sessiondb_alembic_version"
 # SQLite: the FTS5 table of the search index (columns body, thinking), and the trigger
 # that deletes a record's row from it. Not in ``metadata``: SQLAlchemy cannot describe a
@@ -249,4 +250,25 @@ adk_state = Table(
     Column("state_json", Text, nullable=False),
     PrimaryKeyConstraint("namespace", "app_name", "scope", "user_id"),
     CheckConstraint("scope IN ('app', 'user')", name="scope"),
+)
+
+# Encryption at rest (``sessiondb.crypto``): each encrypted namespace's data keys, wrapped
+# by a master key of the store's key provider. ``version`` grows by one for each new data
+# key (``rotate_keys(reencrypt=True)``); the highest seals new values, and every sealed
+# value names the version that sealed it. ``master_key_id`` names the master key that
+# wraps this row, so rotation re-wraps rows one by one, and a key row says which master
+# key it still needs. A namespace without rows here is not encrypted.
+data_keys = Table(
+    DATA_KEYS,
+    metadata,
+    Column("namespace", String(255), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("master_key_id", Text, nullable=False),
+    Column("wrapped_key", Text, nullable=False),  # base64 of the provider's bytes
+    Column("created_at", UTCDateTime, nullable=False),
+    # When every row of the namespace was sealed by this key (at once for the first key;
+    # at the end of ``rotate_keys(reencrypt=True)``, which resumes while it is NULL).
+    Column("completed_at", UTCDateTime),
+    PrimaryKeyConstraint("namespace", "version"),
+    CheckConstraint("version > 0", name="version_positive"),
 )

@@ -68,6 +68,7 @@ from ..config import Settings, StoreOptions
 from ..core import UUID_CONSTRAINT, Core, now
 from ..errors import (
     ConflictError,
+    EncryptionError,
     InvalidInputError,
     MissingDependencyError,
     NotFoundError,
@@ -160,6 +161,7 @@ class SessionDBSessionService(BaseSessionService):
         Raises:
             ConfigurationError: the URL, namespace or options are unusable.
             InvalidInputError: a store and store options were both given.
+            EncryptionError: the store is encrypted (ADK's state would not be).
         """
         if not isinstance(create_tables, bool):
             raise InvalidInputError(f"create_tables must be True or False, got {create_tables!r}")
@@ -177,6 +179,13 @@ class SessionDBSessionService(BaseSessionService):
             self._store = SessionStore(Settings.from_options(store_or_url, namespace, open_kwargs))
             self._owns_store = True
         self._core: Core = self._store.core
+        if self._core.encrypted:
+            # The events would be sealed, but ADK's state tables are not (yet): refuse
+            # rather than store the state in the clear in an encrypted namespace.
+            raise EncryptionError(
+                "the ADK session service does not support encrypted stores yet: its "
+                "session, app and user state would be stored unencrypted"
+            )
         # The loop every call runs on: the running one; for a store the service opens
         # outside any loop, a loop thread of its own (ADK's sync Runner.run calls from
         # a new loop each time); for a store passed in, the loop of its first call.

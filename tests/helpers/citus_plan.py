@@ -116,6 +116,8 @@ BEFORE_MIGRATION: dict[str, Gap] = {
     "lineage_ids": gap(_LINEAGE, loose(S, "parent")),
     "existing_uuids": gap(_LINEAGE, loose(S, "parent")),
     "copy_lineage": gap(_LINEAGE, loose(S, "parent")),
+    "lineage_record_rows": gap(_LINEAGE, loose(S, "parent")),
+    "reseal_record": gap("keyed by session id alone: takes ns (records gain it)", NO_NS),
     "subtree_ids": gap(
         "the recursive term joins children by parent_id alone: add child.namespace = :ns",
         loose(S, "child"),
@@ -179,7 +181,16 @@ COPIED = {tables.SESSIONS: q.SESSION_COLUMN_NAMES, tables.RECORDS: q.RECORD_COLU
 VOLATILE = ("clock_timestamp", "random", "gen_random_uuid", "nextval", "timeofday")
 
 # Public callables of the module that make parts of statements, not statements.
-NOT_STATEMENTS = {"const", "list_param", "lineage", "db_now", "payload_bytes", "search_vector"}
+NOT_STATEMENTS = {
+    "const",
+    "list_param",
+    "lineage",
+    "db_now",
+    "payload_bytes",
+    "search_vector",
+    # Which parameters of a statement the encrypting backend seals: a lookup, no statement.
+    "sealed_session_params",
+}
 
 _ID = "01J00000000000000000000000"
 _AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -232,6 +243,17 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "state_json": ("{}",),
     "update_time": (1.0,),
     "table_name": (tables.RECORDS, tables.SESSIONS),
+    # Encryption at rest (sessiondb.sealing).
+    "sealed": (False, True),
+    "version": (1,),
+    "master_key_id": ("k1",),
+    "wrapped_key": ("d3JhcHBlZA==",),
+    "old_wrapped_key": ("b2xk",),
+    "completed": (True, False),
+    "at": (_AT,),
+    "seq": (3,),
+    "old": ("sdb1:1:b2xk",),
+    "new": ({n: None for n in q.SEALED_SESSION_COLUMNS},),
 }
 # Parameters whose values differ by builder.
 SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
@@ -248,6 +270,10 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("expiry_candidates", "limit"): (50,),
     ("sessions_by_id", "limit"): (50,),
     ("namespace_records", "limit"): (50,),
+    ("session_texts", "after"): (None, _ID),
+    ("session_texts", "limit"): (50,),
+    ("reseal_record", "payload"): ("sdb1:2:bmV3",),
+    ("reseal_session", "old"): ({n: "sdb1:1:b2xk" for n in q.SEALED_SESSION_COLUMNS},),
     ("recent_activity", "limit"): (1000,),
     ("search", "query"): ("'word'",),
     ("search", "limit"): (21,),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import weakref
 from collections import namedtuple
@@ -90,12 +91,25 @@ async def open_store(
     else:
         settings = Settings.from_env(url, namespace, max_record_bytes=max_record_bytes)
     backend = open_backend(settings)
-    store = SessionStore(settings, backend=wrap(backend) if wrap else backend)
+    store = SessionStore(
+        settings, backend=wrap(backend) if wrap else backend, encryption=_test_encryption()
+    )
     _backends[store] = backend
     try:
         yield store
     finally:
         await store.close()
+
+
+def _test_encryption() -> Any:
+    """``SESSIONDB_TEST_ENCRYPTION=1``: the ``store`` fixture's stores encrypt (a way to
+    run a behaviour file against the encrypting backend; tests that read raw rows then
+    see ciphertext, as they should)."""
+    if os.environ.get("SESSIONDB_TEST_ENCRYPTION") != "1":
+        return None
+    from sessiondb.crypto import StaticKeyProvider
+
+    return StaticKeyProvider({"test": bytes(32)}, "test")
 
 
 @contextlib.asynccontextmanager

@@ -29,6 +29,8 @@ EXPECTED = {
     ("14", "sqlite"),  # start-up: sessions list on a SQLite file
     ("14", "-"),  # start-up: --help and import sessiondb, no database
     ("15", "postgres"),  # tasks appending to one session
+    ("17", "postgres"),  # encryption at rest
+    ("17", "sqlite"),
 }
 # figure 16 (search) has four rows per backend
 EXPECTED |= {(f"16{part}", b) for part in "abcd" for b in ("postgres", "sqlite")}

@@ -22,7 +22,15 @@ from sqlalchemy.engine import Connection
 from sessiondb import SessionDBError, SessionStore
 from sessiondb import migrate as migrations
 from sessiondb.config import ENV_URL
-from sessiondb.tables import ADK_SESSIONS, ADK_STATE, RECORDS, SESSIONS, TURNS, VERSION_TABLE
+from sessiondb.tables import (
+    ADK_SESSIONS,
+    ADK_STATE,
+    DATA_KEYS,
+    RECORDS,
+    SESSIONS,
+    TURNS,
+    VERSION_TABLE,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +49,7 @@ async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: 
         await store.migrate()  # already at head: nothing to do
 
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, VERSION_TABLE}
+    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
     assert diff == []
     assert versions == [head_revision()]
 
@@ -68,7 +76,7 @@ async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: 
         (rec,) = await store.append(info.id, [{"role": "user", "content": "after migrate"}])
         assert rec.seq == 1
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, VERSION_TABLE}
+    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
     assert diff == []
     assert versions == [head_revision()]
 
@@ -110,7 +118,7 @@ async def test_alembic_cli_with_x_url(empty_db_url: str) -> None:
     done = _alembic("-x", f"url={empty_db_url}", "upgrade", "head")
     assert done.returncode == 0, done.stderr
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, VERSION_TABLE}
+    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
     assert diff == []
     assert versions == [head_revision()]
 
@@ -124,7 +132,7 @@ async def test_alembic_cli_with_environment_url(empty_db_url: str) -> None:
     done = _alembic("upgrade", "head", env={ENV_URL: empty_db_url})
     assert done.returncode == 0, done.stderr
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, VERSION_TABLE}
+    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
     assert diff == []
     assert versions == [head_revision()]
 
@@ -172,6 +180,6 @@ async def test_four_processes_migrating_one_fresh_database_at_once(empty_db_url:
     assert failures == []
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, VERSION_TABLE}
+    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
     assert diff == []
     assert versions == [head_revision()]
