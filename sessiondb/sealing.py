@@ -370,6 +370,10 @@ def seal_table_rows(
     return list(rows)
 
 
+#: Where an append's row holds the payload (statements.APPEND_COLUMN_NAMES).
+APPEND_PAYLOAD = q.APPEND_COLUMN_NAMES.index("payload")
+
+
 def seal_append(
     keyring: Keyring, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]], first: int
 ) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
@@ -378,8 +382,13 @@ def seal_append(
     sealed_head = dict(head)
     if head.get("name") is not None:
         sealed_head["name"] = keyring.seal(head["name"], crypto.row_context(ns, sid, "name"))
+    at = APPEND_PAYLOAD
     sealed = [
-        (*r[:-1], keyring.seal(r[-1], crypto.row_context(ns, sid, "payload", first + i)))
+        (
+            *r[:at],
+            keyring.seal(r[at], crypto.row_context(ns, sid, "payload", first + i)),
+            *r[at + 1 :],
+        )
         for i, r in enumerate(rows)
     ]
     return sealed_head, sealed
