@@ -370,10 +370,6 @@ def seal_table_rows(
     return list(rows)
 
 
-#: Where an append's row holds the payload (statements.APPEND_COLUMN_NAMES).
-APPEND_PAYLOAD = q.APPEND_COLUMN_NAMES.index("payload")
-
-
 def seal_append(
     keyring: Keyring, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]], first: int
 ) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
@@ -382,16 +378,10 @@ def seal_append(
     sealed_head = dict(head)
     if head.get("name") is not None:
         sealed_head["name"] = keyring.seal(head["name"], crypto.row_context(ns, sid, "name"))
-    at = APPEND_PAYLOAD
-    sealed = [
-        (
-            *r[:at],
-            keyring.seal(r[at], crypto.row_context(ns, sid, "payload", first + i)),
-            *r[at + 1 :],
-        )
-        for i, r in enumerate(rows)
-    ]
-    return sealed_head, sealed
+    at, sealed = q.APPEND_COLUMN_NAMES.index("payload"), [list(r) for r in rows]
+    for i, r in enumerate(sealed):
+        r[at] = keyring.seal(r[at], crypto.row_context(ns, sid, "payload", first + i))
+    return sealed_head, [tuple(r) for r in sealed]
 
 
 class SealedTransaction:
@@ -660,7 +650,9 @@ class PlainGuard:
     def __init__(self, backend: Backend, namespace: str) -> None:
         self._backend = backend
         self._namespace = namespace
-        self._kind = type(backend)
+        # The methods as they were (the class's, or a wrapper's delegation), for the calls.
+        self._fetch, self._execute = backend.fetch, backend.execute
+        self._append, self._transaction = backend.append, backend.transaction
         for name in self.METHODS:
             setattr(backend, name, getattr(self, name))
 
@@ -684,22 +676,22 @@ class PlainGuard:
             self._backend.__dict__.pop(name, None)
 
     async def _unshadowed_fetch(self, bound: q.Bound) -> list[Row]:
-        return await self._kind.fetch(self._backend, bound)
+        return await self._fetch(bound)
 
     async def fetch(self, bound: q.Bound, *, plain: bool = False) -> list[Row]:
         await self.check()
-        return await self._kind.fetch(self._backend, bound, plain=plain)
+        return await self._fetch(bound, plain=plain)
 
     async def execute(self, bound: q.Bound) -> list[Row]:
         await self.check()
-        return await self._kind.execute(self._backend, bound)
+        return await self._execute(bound)
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         await self.check()
-        return await self._kind.append(self._backend, head, rows)
+        return await self._append(head, rows)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         await self.check()
-        async with self._kind.transaction(self._backend) as tx:
+        async with self._transaction() as tx:
             yield tx
