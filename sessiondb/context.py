@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import jsoncodec
-from .models import Compaction, Message, Prune, TextContent
+from . import decode, jsoncodec
+from .models import Compaction, Message, TextContent
 from .rows import parse_messages
 
 # The spec's markers around a compaction summary (§7.4 step 3a, byte for byte): the
@@ -49,12 +49,12 @@ class ContextRows:
 
 
 def split_rows(rows: Iterable[tuple[int, int, str | None]]) -> ContextRows:
-    """Split the context statement's ``(part, seq, payload)`` rows."""
+    """Split the context statement's ``(part, seq, payload)`` rows, in any order:
+    messages and prunes come out in seq order."""
     head: int | None = None
     compaction: str | None = None
-    messages: list[str] = []
-    seqs: list[int] = []
-    prunes: list[str] = []
+    kept: list[tuple[int, str]] = []
+    pruning: list[tuple[int, str]] = []
     for part, seq, payload in rows:
         if part == 0:
             head = seq
@@ -62,12 +62,23 @@ def split_rows(rows: Iterable[tuple[int, int, str | None]]) -> ContextRows:
             compaction = payload
         elif part == 2:
             assert payload is not None
-            messages.append(payload)
-            seqs.append(seq)
+            kept.append((seq, payload))
         else:
             assert payload is not None
-            prunes.append(payload)
-    return ContextRows(head, compaction, messages, seqs, prunes)
+            pruning.append((seq, payload))
+    kept.sort(key=_seq)  # seqs are unique: the payloads are never compared
+    pruning.sort(key=_seq)
+    return ContextRows(
+        head,
+        compaction,
+        [payload for _, payload in kept],
+        [seq for seq, _ in kept],
+        [payload for _, payload in pruning],
+    )
+
+
+def _seq(row: tuple[int, str]) -> int:
+    return row[0]
 
 
 def to_messages(rows: ContextRows) -> list[Message]:
@@ -201,7 +212,7 @@ def prune_markers(payloads: Iterable[str]) -> dict[int, str]:
     order (a later prune of the same seq wins)."""
     markers: dict[int, str] = {}
     for payload in payloads:
-        prune = Prune.model_validate(jsoncodec.loads(payload))
+        prune = decode.prune(payload)
         for seq in prune.seqs:
             markers[seq] = prune.marker
     return markers
@@ -224,7 +235,7 @@ def _pruned_json(payload: str, marker: str) -> str:
 
 
 def _summary_of(payload: str) -> Message | None:
-    compaction = Compaction.model_validate(jsoncodec.loads(payload))
+    compaction = decode.compaction(payload)
     return summary_message(compaction) if shows_summary(compaction) else None
 
 
@@ -277,4 +288,4 @@ def pair_members(
 
 
 def payload_message(payload: str) -> Message:
-    return Message.model_validate(jsoncodec.loads(payload))
+    return decode.message(payload)

@@ -210,18 +210,19 @@ def _tombstoned_seqs(lin: CTE) -> Select[Any]:
 def context(session_id: str, namespace: str, flavour: str) -> Bound:
     """Everything the model should see, in one statement (one snapshot).
 
-    Rows ``(part, seq, payload)``, ordered: one ``part = 0`` row for the session itself
-    (absent when the session does not exist in this namespace), the latest live
-    compaction of the lineage as ``part = 1`` (if any), then ``part = 2`` for each live
-    message with ``seq >= first_kept_seq``, in seq order, then ``part = 3`` for each live
-    prune record of the lineage (the caller applies them to the messages they name).
+    Rows ``(part, seq, payload)``, in no particular order (``context.split_rows`` sorts
+    them): one ``part = 0`` row for the session itself (absent when the session does
+    not exist in this namespace), the latest live compaction of the lineage as
+    ``part = 1`` (if any), ``part = 2`` for each live message with
+    ``seq >= first_kept_seq``, and ``part = 3`` for each live prune record of the
+    lineage (the caller applies them to the messages they name).
     """
     return _context(flavour == POSTGRES), _scope(session_id, namespace)
 
 
 def context_tail(session_id: str, namespace: str, flavour: str, last: int) -> Bound:
-    """:func:`context` with only the last ``last`` live messages as ``part = 2`` rows
-    (still in seq order): read backwards by the primary key, ``last`` rows and the
+    """:func:`context` with only the last ``last`` live messages as ``part = 2`` rows:
+    read backwards by the primary key, ``last`` rows and the
     tombstones, however long the history."""
     return _context(flavour == POSTGRES, tail=True), _scope(session_id, namespace, last=last)
 
@@ -335,8 +336,11 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
             records.c.seq.not_in(select(tomb.c.target_seq)),
         )
     )
+    # No ORDER BY: the caller sorts the rows (``context.split_rows``). An outer sort made
+    # SQLite copy every kept payload into a temporary b-tree (~12% of the statement's
+    # time for 200 rows of ~700 bytes); sorting 200 seqs in Python costs ~10 µs.
     union = union_all(head, overlay, messages, prunes).subquery("ctx")
-    return select(union.c.part, union.c.seq, union.c.payload).order_by(union.c.part, union.c.seq)
+    return select(union.c.part, union.c.seq, union.c.payload)
 
 
 # -- records along the lineage ------------------------------------------------------------
