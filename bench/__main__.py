@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter
 
-from . import agents, contention, figures, replicas, turns
+from . import agents, contention, figures, peers, replicas, turns
 from .databases import BenchError, PostgresServer, Server, SQLiteFiles, find_postgres
 from .report import Result, table
 from .sizes import for_mode
@@ -36,6 +36,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     10: ("OpenAI Agents SDK sessions", agents.agents_sessions, ("postgres",)),
     11: ("turn lease overhead", turns.turn_overhead, BOTH),
     12: ("read replicas", replicas.replica_reads, ("postgres",)),
+    13: ("reads beside their peers", peers.peer_reads, ("postgres",)),
 }
 
 FLOORS = """\
@@ -66,7 +67,11 @@ floors (the bare driver on the same tables, same run):
      fenced turn.append inside a held turn
  12 sessiondb itself on the primary alone: context() of a store without replicas, and
      today's append (the replica's own primary and standby are built for the figure with
-     pg_createcluster and pg_basebackup; skipped, and said so, without them or root)"""
+     pg_createcluster and pg_basebackup; skipped, and said so, without them or root)
+ 13 not a floor but the peers: reading the whole history of the same conversation from
+     the OpenAI Agents SDK's SQLAlchemySession (get_items) and langchain-postgres's
+     PostgresChatMessageHistory (aget_messages) on the same database (needs
+     sessiondb[bench]; each peer's rows skipped without it)"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

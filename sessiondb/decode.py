@@ -57,7 +57,7 @@ def validated(cls: type[M], data: Any, where: str) -> M:
         return cls.model_validate(data)
     except ValidationError as exc:
         raise CorruptRecordError(f"{where}: {first_error(exc)}") from None
-    except (ValueError, RecursionError) as exc:  # pragma: no cover - pydantic's own limits
+    except (ValueError, TypeError, RecursionError) as exc:  # pragma: no cover - limits
         raise CorruptRecordError(f"{where}: {exc}") from None
 
 
@@ -65,7 +65,7 @@ def _decoded(cls: type[M], payload: str | bytes, where: str) -> M:
     if payload[:1] not in _EXACT_MARKS:
         try:
             return cls.model_validate_json(payload)
-        except ValueError:  # ValidationError; the exact path below says why
+        except (ValueError, TypeError):  # ValidationError; the exact path says why
             pass
     return validated(cls, parse(payload, where), where)
 

@@ -32,6 +32,7 @@ BAD_MESSAGES = [
     '{"role": "assistant", "content": [{"type": "toolCall", "name": "ls"}]}',
     '{"role": "user", "content": ["a block that is a string"]}',
     '{"role": "user", "content": [{"text": "a block without a type"}]}',
+    '{"role": "user", "content": [{"type": ["text"], "text": "a list for a type"}]}',
     '{"role": "user", "content": 5}',
     '{"role": "user", "content": [], "usage": {"input": "many"}}',
     '{"role": "user", "content": [], "usage": 7}',
