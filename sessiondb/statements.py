@@ -52,6 +52,7 @@ from sqlalchemy import (
     case,
     cast,
     delete,
+    exists,
     func,
     insert,
     literal_column,
@@ -255,11 +256,13 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
         null().label("payload"),
     ).where(lin.c.depth == const(0))
     overlay = select(const(1), compaction.c.seq, compaction.c.payload)
-    kept = (
-        records.c.kind == const("message"),
-        records.c.seq >= first_kept,
-        records.c.seq.not_in(select(tomb.c.target_seq)),
-    )
+    live = records.c.seq.not_in(select(tomb.c.target_seq))
+    if not lateral:
+        # SQLite builds the NOT IN list and probes it for every kept row; most sessions
+        # have no tombstone, and an uncorrelated EXISTS runs once: 165 µs against 187 µs
+        # of CPU (min of 8) for the 200 kept rows of a 20k-record session.
+        live = or_(~exists(select(tomb.c.target_seq)), live)
+    kept = (records.c.kind == const("message"), records.c.seq >= first_kept, live)
     if tail:
         # The last N: each lineage member's newest N by a backward index scan, then the
         # newest N of those. Postgres says it with LATERAL; SQLite, which has none, finds
