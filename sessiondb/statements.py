@@ -35,6 +35,7 @@ from sqlalchemy import (
     CTE,
     BigInteger,
     ColumnElement,
+    CompoundSelect,
     Delete,
     Executable,
     Float,
@@ -243,7 +244,7 @@ def _latest_compaction(lin: CTE, tomb: CTE, *columns: Any) -> Select[Any]:
 
 
 @cache
-def _context(lateral: bool, tail: bool = False) -> Select[Any]:
+def _context(lateral: bool, tail: bool = False) -> CompoundSelect[Any]:
     lin = lineage()
     tomb = _tombstoned_seqs(lin).cte("tombstoned")
     compaction = _latest_compaction(
@@ -256,7 +257,7 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
         null().label("payload"),
     ).where(lin.c.depth == const(0))
     overlay = select(const(1), compaction.c.seq, compaction.c.payload)
-    live = records.c.seq.not_in(select(tomb.c.target_seq))
+    live: ColumnElement[bool] = records.c.seq.not_in(select(tomb.c.target_seq))
     if not lateral:
         # SQLite builds the NOT IN list and probes it for every kept row; most sessions
         # have no tombstone, and an uncorrelated EXISTS runs once: 165 µs against 187 µs
@@ -339,11 +340,12 @@ def _context(lateral: bool, tail: bool = False) -> Select[Any]:
             records.c.seq.not_in(select(tomb.c.target_seq)),
         )
     )
-    # No ORDER BY: the caller sorts the rows (``context.split_rows``). An outer sort made
-    # SQLite copy every kept payload into a temporary b-tree (~12% of the statement's
-    # time for 200 rows of ~700 bytes); sorting 200 seqs in Python costs ~10 µs.
-    union = union_all(head, overlay, messages, prunes).subquery("ctx")
-    return select(union.c.part, union.c.seq, union.c.payload)
+    # No ORDER BY, and so no outer SELECT: the caller sorts the rows
+    # (``context.split_rows``). The outer sort made SQLite copy every kept payload into a
+    # temporary b-tree (~12% of the statement's time for 200 rows of ~700 bytes), and
+    # the outer SELECT ran the union as a co-routine; sorting 200 seqs in Python, or
+    # seeing that they are in order, costs ~10 µs.
+    return union_all(head, overlay, messages, prunes)
 
 
 # -- records along the lineage ------------------------------------------------------------
