@@ -100,7 +100,15 @@ def _same(got: BaseModel, expected: BaseModel) -> None:
     assert got.model_dump(by_alias=True, exclude_unset=True) == expected.model_dump(
         by_alias=True, exclude_unset=True
     )
-    assert got.model_dump_json(by_alias=True) == expected.model_dump_json(by_alias=True)
+    assert _dumped(got) == _dumped(expected)
+
+
+def _dumped(model: BaseModel) -> str:
+    """The model's JSON, or the name of the error that refuses it (a lone surrogate)."""
+    try:
+        return model.model_dump_json(by_alias=True)
+    except ValueError as exc:  # PydanticSerializationError
+        return type(exc).__name__
 
 
 def _expected(cls: type[BaseModel], text: str) -> BaseModel | None:
