@@ -22,6 +22,7 @@ from . import (
     contention,
     encryption,
     figures,
+    peers,
     replicas,
     scale,
     search,
@@ -54,6 +55,7 @@ FIGURES: dict[int, tuple[str, Figure, tuple[str, ...]]] = {
     15: ("tasks appending to one session", combined.combined_appends, ("postgres",)),
     16: ("search", search.search_figures, BOTH),
     17: ("encryption at rest", encryption.encryption_overhead, BOTH),
+    18: ("reads beside their peers", peers.peer_reads, ("postgres",)),
 }
 
 FLOORS = """\
@@ -102,7 +104,11 @@ floors (the bare driver on the same tables, same run):
      that computes no text (search_indexing off)
  17 sessiondb itself without keys, in a plain namespace of the same database: append,
      context() of the short session, import_sessions of the bulk batch (needs
-     sessiondb[crypto])"""
+     sessiondb[crypto])
+ 18 not a floor but the peers: reading the whole history of the same conversation from
+     the OpenAI Agents SDK's SQLAlchemySession (get_items) and langchain-postgres's
+     PostgresChatMessageHistory (aget_messages) on the same database (needs
+     sessiondb[bench]; each peer's rows skipped without it)"""
 
 
 SCALE_NOTES = """\

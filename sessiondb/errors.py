@@ -200,6 +200,13 @@ class DatabaseError(SessionDBError):
     """The database refused the operation."""
 
 
+class CorruptRecordError(DatabaseError, ValueError):
+    """A stored record cannot be read: its payload is not what sessiondb writes (not
+    JSON, or not the shape of its kind); it was not written through sessiondb, or was
+    changed since. Nothing is returned half-built. A ``ValueError`` too, as the
+    pydantic and JSON errors that reads raised for such a row before were."""
+
+
 class DatabaseUnavailableError(DatabaseError):
     """The database could not be reached, or the connection to it was lost."""
 

@@ -99,7 +99,8 @@ _KNOWN_BLOCKS = {"text", "toolCall", "thinking", "image"}
 
 def _block_tag(value: Any) -> str:
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _KNOWN_BLOCKS else "other"
+    # An unhashable ``type`` (a list) is no known block: OtherContent refuses it, typed.
+    return kind if isinstance(kind, str) and kind in _KNOWN_BLOCKS else "other"
 
 
 ContentBlock = Annotated[

@@ -35,6 +35,7 @@ from sqlalchemy import (
     CTE,
     BigInteger,
     ColumnElement,
+    CompoundSelect,
     Delete,
     Executable,
     Float,
@@ -53,6 +54,7 @@ from sqlalchemy import (
     cast,
     column,
     delete,
+    exists,
     func,
     insert,
     literal_column,
@@ -250,11 +252,12 @@ def _tombstoned_seqs(lin: CTE) -> Select[Any]:
 def context(session_id: str, namespace: str, flavour: str, sealed: bool = False) -> Bound:
     """Everything the model should see, in one statement (one snapshot).
 
-    Rows ``(part, seq, payload)``, ordered: one ``part = 0`` row for the session itself
-    (absent when the session does not exist in this namespace), the latest live
-    compaction of the lineage as ``part = 1`` (if any), then ``part = 2`` for each live
-    message with ``seq >= first_kept_seq``, in seq order, then ``part = 3`` for each live
-    prune record of the lineage (the caller applies them to the messages they name).
+    Rows ``(part, seq, payload)``, in no particular order (``context.split_rows`` sorts
+    them): one ``part = 0`` row for the session itself (absent when the session does
+    not exist in this namespace), the latest live compaction of the lineage as
+    ``part = 1`` (if any), ``part = 2`` for each live message with
+    ``seq >= first_kept_seq``, and ``part = 3`` for each live prune record of the
+    lineage (the caller applies them to the messages they name).
     """
     return _context(flavour == POSTGRES, sealed=sealed), _scope(session_id, namespace)
 
@@ -262,9 +265,9 @@ def context(session_id: str, namespace: str, flavour: str, sealed: bool = False)
 def context_tail(
     session_id: str, namespace: str, flavour: str, last: int, sealed: bool = False
 ) -> Bound:
-    """:func:`context` with only the last ``last`` live messages as ``part = 2`` rows
-    (still in seq order): read backwards by the primary key, ``last`` rows and the
-    tombstones, however long the history."""
+    """:func:`context` with only the last ``last`` live messages as ``part = 2`` rows:
+    read backwards by the primary key, ``last`` rows and the tombstones, however long
+    the history."""
     bound = _context(flavour == POSTGRES, tail=True, sealed=sealed)
     return bound, _scope(session_id, namespace, last=last)
 
@@ -284,7 +287,7 @@ def _latest_compaction(lin: CTE, tomb: CTE, *columns: Any) -> Select[Any]:
 
 
 @cache
-def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Select[Any]:
+def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> CompoundSelect[Any]:
     # ``sealed``: each row also names the session that stores it (``sealed_sid``), which
     # an encrypted store needs to open the payload (sessiondb.sealing drops the column).
     own: list[Any] = [records.c.session_id] if sealed else []
@@ -298,7 +301,9 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Select[
         const(0).label("part"),
         lin.c.upto.label("seq"),
         null().label("payload"),
-        *([lin.c.id] if sealed else []),
+        # The union's columns take the first SELECT's names: sessiondb.sealing finds the
+        # storing session by this one, and drops it.
+        *([lin.c.id.label("sealed_sid")] if sealed else []),
     ).where(lin.c.depth == const(0))
     overlay = select(
         const(1),
@@ -306,11 +311,13 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Select[
         compaction.c.payload,
         *([compaction.c.session_id] if sealed else []),
     )
-    kept = (
-        records.c.kind == const("message"),
-        records.c.seq >= first_kept,
-        records.c.seq.not_in(select(tomb.c.target_seq)),
-    )
+    live: ColumnElement[bool] = records.c.seq.not_in(select(tomb.c.target_seq))
+    if not lateral:
+        # SQLite builds the NOT IN list and probes it for every kept row; most sessions
+        # have no tombstone, and an uncorrelated EXISTS runs once: 165 µs against 187 µs
+        # of CPU (min of 8) for the 200 kept rows of a 20k-record session.
+        live = or_(~exists(select(tomb.c.target_seq)), live)
+    kept = (records.c.kind == const("message"), records.c.seq >= first_kept, live)
     if tail:
         # The last N: each lineage member's newest N by a backward index scan, then the
         # newest N of those. Postgres says it with LATERAL; SQLite, which has none, finds
@@ -387,11 +394,12 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Select[
             records.c.seq.not_in(select(tomb.c.target_seq)),
         )
     )
-    union = union_all(head, overlay, messages, prunes).subquery("ctx")
-    columns = [union.c.part, union.c.seq, union.c.payload]
-    if sealed:
-        columns.append(list(union.c)[3].label("sealed_sid"))
-    return select(*columns).order_by(union.c.part, union.c.seq)
+    # No ORDER BY, and so no outer SELECT: the caller sorts the rows
+    # (``context.split_rows``). The outer sort made SQLite copy every kept payload into a
+    # temporary b-tree (~12% of the statement's time for 200 rows of ~700 bytes), and
+    # the outer SELECT ran the union as a co-routine; sorting 200 seqs in Python, or
+    # seeing that they are in order, costs ~10 µs.
+    return union_all(head, overlay, messages, prunes)
 
 
 def _own(sub: Any, sealed: bool) -> list[Any]:

@@ -1,0 +1,158 @@
+"""A row that sessiondb did not write (a payload changed by hand, an old shape, the wrong
+types) is refused by every read with :class:`CorruptRecordError`, never returned
+half-built; a row that validation still reads (an older shape it coerces) reads as
+before. The rows are changed with plain SQL on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import sql
+
+from sessiondb import (
+    CorruptRecordError,
+    DatabaseError,
+    Message,
+    SessionDBError,
+    SessionStore,
+    jsoncodec,
+)
+
+BAD_MESSAGES = [
+    "not json",
+    "",
+    '{"role": "user", "content": [',
+    "[1, 2]",
+    '"a string"',
+    '{"content": [{"type": "text", "text": "no role"}]}',
+    '{"role": "system", "content": []}',
+    '{"role": "user", "content": [{"type": "text", "text": 1}]}',
+    '{"role": "user", "content": [{"type": "text"}]}',
+    '{"role": "assistant", "content": [{"type": "toolCall", "name": "ls"}]}',
+    '{"role": "user", "content": ["a block that is a string"]}',
+    '{"role": "user", "content": [{"text": "a block without a type"}]}',
+    '{"role": "user", "content": [{"type": ["text"], "text": "a list for a type"}]}',
+    '{"role": "user", "content": 5}',
+    '{"role": "user", "content": [], "usage": {"input": "many"}}',
+    '{"role": "user", "content": [], "usage": 7}',
+    '{"role": "user", "content": [], "isError": "maybe"}',
+    '{"role": "user", "content": [], "toolCallId": 3}',
+]
+
+
+async def _session(store: SessionStore) -> str:
+    sid = (await store.create_session()).id
+    await store.append(
+        sid,
+        [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "second"},
+            {"role": "user", "content": "third"},
+        ],
+    )
+    return sid
+
+
+async def _set_payload(store: SessionStore, sid: str, seq: int, payload: str) -> None:
+    await sql.execute(
+        store,
+        "UPDATE sessiondb_records SET payload = :payload WHERE session_id = :sid AND seq = :seq",
+        payload=payload,
+        sid=sid,
+        seq=seq,
+    )
+
+
+@pytest.mark.parametrize("bad", BAD_MESSAGES, ids=range(len(BAD_MESSAGES)))
+async def test_a_corrupt_message_row_is_refused_by_every_read(
+    store: SessionStore, bad: str
+) -> None:
+    sid = await _session(store)
+    await _set_payload(store, sid, 2, bad)
+    for read in (
+        store.context(sid),
+        store.context(sid, last=2),
+        store.records(sid),
+        store.records(sid, kinds=["message"], from_seq=2, to_seq=2),
+    ):
+        with pytest.raises(CorruptRecordError) as caught:
+            await read
+        assert isinstance(caught.value, DatabaseError)
+        assert isinstance(caught.value, SessionDBError)
+        assert isinstance(caught.value, ValueError)
+        assert "stored message" in str(caught.value)
+    # The rows around it still read, and nothing else changed.
+    assert [r.seq for r in await store.records(sid, from_seq=3)] == [3]
+    assert [m.text() for m in await store.context(sid, last=1)] == ["third"]
+
+
+async def test_context_json_hands_the_stored_text_on_unparsed(store: SessionStore) -> None:
+    sid = await _session(store)
+    wire = {"role": "user", "content": [{"type": "text", "text": 1}]}
+    await _set_payload(store, sid, 2, jsoncodec.dumps(wire))
+    # context_json never parses the messages it returns: the text is what is stored.
+    assert jsoncodec.loads(await store.context_json(sid))[1] == wire
+
+
+@pytest.mark.parametrize(
+    ("kind", "bad"),
+    [
+        ("compaction", '{"summary": 5, "firstKeptSeq": 2}'),
+        ("compaction", "{"),
+        ("compaction", '{"firstKeptSeq": 2}'),
+        ("prune", '{"seqs": "all", "marker": "x"}'),
+        ("prune", "[]"),
+    ],
+)
+async def test_a_corrupt_overlay_row_is_refused(store: SessionStore, kind: str, bad: str) -> None:
+    sid = (await store.create_session()).id
+    await store.append(
+        sid,
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}}],
+            },
+            {"role": "toolResult", "toolCallId": "c1", "content": "out"},
+            {"role": "user", "content": "next"},
+        ],
+    )
+    if kind == "compaction":
+        record = await store.append_compaction(sid, summary="s", first_kept_seq=4)
+    else:
+        record = await store.append_prune(sid, [3])
+    await _set_payload(store, sid, record.seq, bad)
+    with pytest.raises(CorruptRecordError, match=f"stored {kind}"):
+        await store.context(sid)
+    with pytest.raises(CorruptRecordError, match=f"stored {kind}"):
+        await store.records(sid)
+    assert len(await store.records(sid, kinds=["message"])) == 4
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        # An older shape: a string content reads as one text block, as it always did.
+        ('{"role": "user", "content": "plain"}', {"role": "user", "content": "plain"}),
+        # Values validation coerces read as they always did.
+        (
+            '{"role": "user", "content": [], "usage": {"input": "3", "output": 2.0}}',
+            {"role": "user", "content": [], "usage": {"input": 3, "output": 2}},
+        ),
+        (
+            '{"role": "toolResult", "toolCallId": "c", "content": [], "isError": 1}',
+            {"role": "toolResult", "toolCallId": "c", "content": [], "isError": True},
+        ),
+    ],
+)
+async def test_an_older_shape_that_validation_reads_reads_as_before(
+    store: SessionStore, stored: str, expected: dict[str, Any]
+) -> None:
+    sid = await _session(store)
+    await _set_payload(store, sid, 2, stored)
+    want = Message.model_validate(expected)
+    assert want == Message.model_validate(jsoncodec.loads(stored))
+    assert (await store.context(sid))[1] == want
+    assert (await store.records(sid))[1].message == want
