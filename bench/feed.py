@@ -172,6 +172,10 @@ async def notify_cost(db: Database, reps: int) -> list[tuple[str, float, float]]
             "first_kept_seq": None,
             "size": 30,
             "payload": '{"role":"user","content":"hello"}',
+            # The search index's text (sessiondb.search_text), as an append of "hello".
+            "search_body": "hello",
+            "search_thinking": None,
+            "search_config": "simple",
         }
         args = [values[n] for n in names]
 
