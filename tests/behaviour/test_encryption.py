@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import sql
+from helpers.frameworks import need_framework
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -435,7 +436,9 @@ async def test_cli_rotates_keys(db_url: str, tmp_path: Path) -> None:
 
 
 async def test_adk_service_refuses_an_encrypted_store(db_url: str) -> None:
-    adk = pytest.importorskip("sessiondb.integrations.adk")
+    need_framework("google.adk", "adk")
+    from sessiondb.integrations import adk
+
     async with SessionStore.open(db_url, encryption=provider(k1=K1)) as store:
         with pytest.raises(EncryptionError, match="ADK"):
             adk.SessionDBSessionService(store)
