@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import re
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -43,6 +44,10 @@ SEARCH_SIZE = 20
 MAX_QUERY_CHARS = 1_000
 #: An idle event stream sends a comment this often (a closed connection is noticed).
 KEEPALIVE_S = 15.0
+#: Event streams open at once; one more is a 503 (each holds a watch and a task, and a
+#: page left open in many tabs, or a client that opens and never reads, must not grow
+#: the server without bound).
+MAX_STREAMS = 64
 _SEQ = re.compile(r"[0-9]{1,18}")
 
 _VIEWER_STYLE = """
@@ -70,12 +75,18 @@ mark{background:#fff3a3;padding:0 .1rem}
 
 
 def create_app(
-    store: SessionStore, *, token: str | None = None, stopping: asyncio.Event | None = None
+    store: SessionStore,
+    *,
+    token: str | None = None,
+    stopping: asyncio.Event | None = None,
+    max_streams: int = MAX_STREAMS,
 ) -> ASGIApp:
     """The viewer over ``store`` (which the caller opens and closes): an ASGI app,
     behind the token gate (:mod:`sessiondb.viewer.auth`). Setting ``stopping`` ends the
-    open event streams (the server is going down: they would hold it up)."""
-    viewer = _Viewer(store, stopping or asyncio.Event())
+    open event streams (the server is going down: they would hold it up). At most
+    ``max_streams`` event streams are open at once; another gets a 503 and the page
+    says it is not live."""
+    viewer = _Viewer(store, stopping or asyncio.Event(), max_streams)
     routes = [
         Route("/", viewer.sessions),
         Route("/s/{session_id}", viewer.session),
@@ -120,9 +131,11 @@ def _one(request: Request, name: str, limit: int = MAX_QUERY_CHARS) -> str | Non
 
 
 class _Viewer:
-    def __init__(self, store: SessionStore, stopping: asyncio.Event) -> None:
+    def __init__(self, store: SessionStore, stopping: asyncio.Event, max_streams: int) -> None:
         self.store = store
         self.stopping = stopping
+        self.max_streams = max_streams
+        self.streams = 0  # open, or being opened
 
     async def sessions(self, request: Request) -> Response:
         cursor = _one(request, "cursor")
@@ -152,8 +165,19 @@ class _Viewer:
         if not _SEQ.fullmatch(last):
             raise InvalidInputError(f"from_seq must be a seq, an integer >= 0: {brief(last)}")
         seen = int(last)
-        transcript = await self._transcript(session_id, to_seq=seen)
-        return _EventStream(self.store, transcript, seen, self.stopping)
+        if self.streams >= self.max_streams:
+            text = f"503: {self.max_streams} live streams are open already; try again later\n"
+            return Response(text, 503, {"retry-after": "30"}, "text/plain; charset=utf-8")
+        self.streams += 1  # taken before the first await: the count cannot overshoot
+        try:
+            transcript = await self._transcript(session_id, to_seq=seen)
+        except BaseException:
+            self.streams -= 1
+            raise
+        return _EventStream(self.store, transcript, seen, self.stopping, self._closed)
+
+    def _closed(self) -> None:
+        self.streams -= 1
 
     async def search(self, request: Request) -> Response:
         query = (_one(request, "q") or "").strip()
@@ -193,6 +217,7 @@ class _EventStream(Response):
         transcript: pages.LiveTranscript,
         seen: int,
         stopping: asyncio.Event,
+        closed: Callable[[], None],
     ) -> None:
         # Not Response.__init__: it would declare the length of an empty body.
         self.status_code = 200
@@ -205,8 +230,15 @@ class _EventStream(Response):
         self.transcript = transcript
         self.seen = seen
         self.stopping = stopping
+        self.closed = closed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._stream(receive, send)
+        finally:
+            self.closed()
+
+    async def _stream(self, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         pump = asyncio.ensure_future(self._pump(send))
         gone = asyncio.ensure_future(_disconnected(receive))

@@ -13,7 +13,9 @@
   redirects to the same address without the token, so it stays out of the history and
   the address bar; ``EventSource`` cannot send a header, the cookie it can). A missing
   or wrong token is a 401. Tokens are compared with :func:`hmac.compare_digest`; the
-  cookie holds a digest of the token, not the token.
+  cookie holds a digest of the token, not the token. Its name carries another digest
+  (:func:`cookie_name`): cookies are not kept per port, so two viewers with different
+  tokens on one host would otherwise overwrite each other's.
 - **Every response** carries the Content-Security-Policy :data:`CSP` (no script but the
   viewer's own file, no inline script or handler, images from ``data:`` only) and asks
   not to be framed, sniffed, cached or referred.
@@ -40,6 +42,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MIN_TOKEN_CHARS = 16
 MAX_TOKEN_CHARS = 512
+#: The start of the cookie's name; :func:`cookie_name` adds the token's part.
 COOKIE = "sessiondb_viewer"
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
@@ -99,6 +102,13 @@ def cookie_value(token: str) -> str:
     return hashlib.sha256(b"sessiondb viewer cookie\0" + token.encode()).hexdigest()
 
 
+def cookie_name(token: str) -> str:
+    """The cookie's name for ``token``: one per token, so that viewers on other ports
+    of the same host keep their own (a browser sends a host's cookies to every port)."""
+    digest = hashlib.sha256(b"sessiondb viewer name\0" + token.encode()).hexdigest()
+    return f"{COOKIE}_{digest[:12]}"
+
+
 def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode())
 
@@ -110,6 +120,7 @@ class Gate:
         self.app = app
         self.token = token
         self.cookie = cookie_value(token) if token is not None else None
+        self.cookie_name = cookie_name(token) if token is not None else COOKIE
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -135,7 +146,8 @@ class Gate:
         given = [v for k, v in query if k == "token"]
         if given:
             if len(given) == 1 and _same(given[0], self.token):
-                await _redirect_with_cookie(with_headers, scope, query, self.cookie)
+                set_cookie = f"{self.cookie_name}={self.cookie}"
+                await _redirect_with_cookie(with_headers, scope, query, set_cookie)
             else:
                 await _plain(with_headers, 401, "wrong token")
             return
@@ -144,7 +156,7 @@ class Gate:
         if scheme.lower() == "bearer" and _same(value.strip(), self.token):
             await self.app(scope, receive, with_headers)
             return
-        if _same(_cookies(headers.get("cookie", "")).get(COOKIE, ""), self.cookie):
+        if _same(_cookies(headers.get("cookie", "")).get(self.cookie_name, ""), self.cookie):
             await self.app(scope, receive, with_headers)
             return
         await _plain(with_headers, 401, "this viewer needs its token", bearer=True)
@@ -178,13 +190,13 @@ async def _plain(send: Send, status: int, text: str, *, bearer: bool = False) ->
 async def _redirect_with_cookie(
     send: Send, scope: Scope, query: list[tuple[str, str]], cookie: str
 ) -> None:
-    """303 to the same path without ``token``, setting the cookie."""
+    """303 to the same path without ``token``, setting ``cookie`` (``name=value``)."""
     # "/" + path without leading slashes: a path of "//host" must not leave the site.
     location = "/" + quote(str(scope.get("path", "/")).lstrip("/"), safe="/:@!$&'()*+,;=-._~")
     rest = [(k, v) for k, v in query if k != "token"]
     if rest:
         location += "?" + urlencode(rest)
-    set_cookie = f"{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict"
+    set_cookie = f"{cookie}; Path=/; HttpOnly; SameSite=Strict"
     headers = [
         (b"location", location.encode("latin-1")),
         (b"set-cookie", set_cookie.encode()),

@@ -32,7 +32,8 @@ from sessiondb.feed import Feed
 from sessiondb.formats.html import Page
 from sessiondb.formats.stored import StoredRecord
 from sessiondb.terminal import shown
-from sessiondb.viewer.auth import COOKIE, CSP, check_bind, is_loopback
+from sessiondb.viewer import create_app
+from sessiondb.viewer.auth import CSP, check_bind, cookie_name, is_loopback
 from sessiondb.viewer.pages import LiveTranscript
 
 TOKEN = "tok-0123456789abcdef"
@@ -146,7 +147,7 @@ async def test_the_token_is_required_when_set(store: SessionStore) -> None:
         wrong = {"Authorization": f"Bearer {TOKEN[:-1]}x"}
         assert (await http.get("/", headers=wrong)).status_code == 401
         assert (await http.get(f"/?token={TOKEN}x")).status_code == 401
-        cookie = {"Cookie": f"{COOKIE}={TOKEN}"}  # the token itself is not the cookie
+        cookie = {"Cookie": f"{cookie_name(TOKEN)}={TOKEN}"}  # the token is not the cookie
         assert (await http.get("/", headers=cookie)).status_code == 401
         right = {"Authorization": f"Bearer {TOKEN}"}
         ok = await http.get(f"/s/{sid}", headers=right)
@@ -160,9 +161,28 @@ async def test_the_token_is_required_when_set(store: SessionStore) -> None:
         assert TOKEN not in first.headers["set-cookie"]
         follow = await http.get(first.headers["location"])  # the client keeps the cookie
         assert follow.status_code == 200 and sid in follow.text
+        assert first.headers["set-cookie"].startswith(f"{cookie_name(TOKEN)}=")
         # A path that would leave the site stays on it.
         odd = await http.get(f"http://127.0.0.1:8800//evil.example/?token={TOKEN}")
         assert odd.status_code == 303 and odd.headers["location"].startswith("/evil.example")
+
+
+async def test_two_viewers_on_one_host_keep_their_own_cookies(store: SessionStore) -> None:
+    """A browser sends a host's cookies to all its ports: the viewer on one port must
+    not overwrite, or be let in by, the cookie of the viewer on another."""
+    other_token = "another-viewer-token-0123456789"
+    assert cookie_name(TOKEN) != cookie_name(other_token)
+    async with client(store, token=TOKEN) as one, client(store, token=other_token) as two:
+        first = await one.get(f"/?token={TOKEN}")
+        second = await two.get(f"/?token={other_token}")
+        assert first.status_code == second.status_code == 303
+        # One jar, as the browser keeps it for the host: both cookies side by side.
+        jar = "; ".join(r.headers["set-cookie"].split(";")[0] for r in (first, second))
+        assert (await one.get("/", headers={"Cookie": jar})).status_code == 200
+        assert (await two.get("/", headers={"Cookie": jar})).status_code == 200
+        # Each cookie opens its own viewer only.
+        only_second = {"Cookie": second.headers["set-cookie"].split(";")[0]}
+        assert (await one.get("/", headers=only_second)).status_code == 401
 
 
 async def test_without_a_token_only_loopback_host_names_are_answered(
@@ -271,6 +291,37 @@ async def test_closing_streams_closes_their_watches(store: SessionStore, backend
     for stream in streams:
         await stream.close()
     await _feed_stopped(store, backend)
+
+
+async def test_live_streams_are_capped_and_slots_come_back(
+    store: SessionStore, backend: str
+) -> None:
+    sid = (await store.create_session()).id
+    app = create_app(store, max_streams=2)
+    path = f"/s/{sid}/events?from_seq=0"
+    streams = [EventStream(store, path, app=app) for _ in range(2)]
+    await _feed_running(store)
+    third = EventStream(store, path, app=app)
+    await asyncio.wait_for(third.task, 10)  # refused at once, nothing held
+    assert third.status == 503 and third.headers["retry-after"] == "30"
+    assert b"2 live streams" in third.body
+    await streams[0].close()
+    fourth = EventStream(store, path, app=app)  # the closed stream's slot is free again
+    await store.append(sid, user("after the cap"))
+    kind, _, _ = await fourth.next_event()
+    assert kind == "change" and fourth.status == 200
+    for stream in (streams[1], fourth):
+        await stream.close()
+    await _feed_stopped(store, backend)
+    # A stream whose session is not found gives its slot back too.
+    missing = EventStream(store, f"/s/{MISSING_ID}/events?from_seq=0", app=app)
+    await asyncio.wait_for(missing.task, 10)
+    assert missing.status == 404
+    again = [EventStream(store, path, app=app) for _ in range(2)]
+    await _feed_running(store)
+    assert all(s.status == 200 for s in again)
+    for stream in again:
+        await stream.close()
 
 
 async def test_search_shows_marked_escaped_snippets(store: SessionStore) -> None:

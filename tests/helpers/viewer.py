@@ -80,8 +80,14 @@ class EventStream:
     """``GET path`` on the app, read as server-sent events until :meth:`close` (the
     browser goes: ``http.disconnect``)."""
 
-    def __init__(self, store: SessionStore, path: str, headers: dict[str, str] | None = None):
-        self.app = create_app(store)
+    def __init__(
+        self,
+        store: SessionStore,
+        path: str,
+        headers: dict[str, str] | None = None,
+        app: Any = None,
+    ):
+        self.app = app if app is not None else create_app(store)
         path, _, query = path.partition("?")
         raw = [(b"host", b"127.0.0.1:8800")]
         raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
