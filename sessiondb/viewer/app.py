@@ -1,8 +1,9 @@
-"""The viewer's ASGI application (Starlette): four pages, two static files, one event
-stream, all ``GET``; nothing writes.
+"""The viewer's ASGI application (Starlette): four pages, two static files, two event
+streams, all ``GET``; nothing writes.
 
 =========================  ==========================================================
 ``/``                      the sessions, newest activity first (``?cursor=`` pages on)
+``/events``                server-sent events: the first page's changes (``watch_all``)
 ``/s/<id>``                a session's transcript, followed live by its script
 ``/s/<id>/events``         server-sent events: the transcript's changes (``from_seq``)
 ``/search?q=``             search (``cursor``, ``session``): ``store.search``
@@ -19,9 +20,9 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -49,6 +50,7 @@ KEEPALIVE_S = 15.0
 #: the server without bound).
 MAX_STREAMS = 64
 _SEQ = re.compile(r"[0-9]{1,18}")
+T = TypeVar("T")
 
 _VIEWER_STYLE = """
 .bar{display:flex;gap:1rem;align-items:center;flex-wrap:wrap;padding:.4rem 0 .8rem;
@@ -69,7 +71,7 @@ vertical-align:top}
 .hit .head{display:flex;gap:.6rem;font-size:.85rem;color:#555}
 .snippet{white-space:pre-wrap;overflow-wrap:anywhere}
 mark{background:#fff3a3;padding:0 .1rem}
-.item.fresh>*{animation:fresh 1.5s ease-out}
+.item.fresh>*,tr.fresh>td{animation:fresh 1.5s ease-out}
 @keyframes fresh{from{background:#fffbd6}}
 """
 
@@ -89,6 +91,7 @@ def create_app(
     viewer = _Viewer(store, stopping or asyncio.Event(), max_streams)
     routes = [
         Route("/", viewer.sessions),
+        Route("/events", viewer.list_events),
         Route("/s/{session_id}", viewer.session),
         Route("/s/{session_id}/events", viewer.events),
         Route("/search", viewer.search),
@@ -140,7 +143,7 @@ class _Viewer:
     async def sessions(self, request: Request) -> Response:
         cursor = _one(request, "cursor")
         page = await self.store.list_sessions(limit=PAGE_SIZE, cursor=cursor or None)
-        return HTMLResponse(pages.sessions_page(page, first=not cursor))
+        return HTMLResponse(pages.sessions_page(page, first=not cursor, size=PAGE_SIZE))
 
     async def _transcript(self, session_id: str, to_seq: int | None = None) -> pages.LiveTranscript:
         check_session_id(session_id)
@@ -165,9 +168,8 @@ class _Viewer:
         if not _SEQ.fullmatch(last):
             raise InvalidInputError(f"from_seq must be a seq, an integer >= 0: {brief(last)}")
         seen = int(last)
-        if self.streams >= self.max_streams:
-            text = f"503: {self.max_streams} live streams are open already; try again later\n"
-            return Response(text, 503, {"retry-after": "30"}, "text/plain; charset=utf-8")
+        if (full := self._full()) is not None:
+            return full
         self.streams += 1  # taken before the first await: the count cannot overshoot
         try:
             transcript = await self._transcript(session_id, to_seq=seen)
@@ -175,6 +177,20 @@ class _Viewer:
             self.streams -= 1
             raise
         return _EventStream(self.store, transcript, seen, self.stopping, self._closed)
+
+    async def list_events(self, request: Request) -> Response:
+        """The first page's changes: the namespace's activity, as server-sent events."""
+        if (full := self._full()) is not None:
+            return full
+        self.streams += 1
+        return _ListStream(self.store, self.stopping, self._closed)
+
+    def _full(self) -> Response | None:
+        """The 503 when :data:`MAX_STREAMS` streams are open, else None."""
+        if self.streams < self.max_streams:
+            return None
+        text = f"503: {self.max_streams} live streams are open already; try again later\n"
+        return Response(text, 503, {"retry-after": "30"}, "text/plain; charset=utf-8")
 
     def _closed(self) -> None:
         self.streams -= 1
@@ -203,21 +219,15 @@ class _Viewer:
         return HTMLResponse(page)
 
 
-class _EventStream(Response):
-    """``text/event-stream`` of a transcript's changes: one ``change`` event (JSON: the
-    ops of :meth:`LiveTranscript.advance`) per batch of records, its ``id`` the last seq;
-    a ``gone`` event when the session is deleted. The stream's watch ends when the
-    browser goes (``http.disconnect``) or the server stops: nothing stays behind."""
+class _Stream(Response):
+    """``text/event-stream``: what :meth:`_pump` sends, until the browser goes
+    (``http.disconnect``) or the server stops; then the pump is cancelled, its watch
+    closed, and ``closed`` called (the stream's slot given back): nothing stays behind."""
 
     media_type = "text/event-stream"
 
     def __init__(
-        self,
-        store: SessionStore,
-        transcript: pages.LiveTranscript,
-        seen: int,
-        stopping: asyncio.Event,
-        closed: Callable[[], None],
+        self, store: SessionStore, stopping: asyncio.Event, closed: Callable[[], None]
     ) -> None:
         # Not Response.__init__: it would declare the length of an empty body.
         self.status_code = 200
@@ -227,8 +237,6 @@ class _EventStream(Response):
             (b"x-accel-buffering", b"no"),
         ]
         self.store = store
-        self.transcript = transcript
-        self.seen = seen
         self.stopping = stopping
         self.closed = closed
 
@@ -255,13 +263,18 @@ class _EventStream(Response):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _pump(self, send: Send) -> None:
-        queue: asyncio.Queue[Record | SessionDBError] = asyncio.Queue()
-        watch = self.store.watch(self.transcript.info.id, from_seq=self.seen)
+        raise NotImplementedError
+
+    async def _batches(self, watch: AsyncGenerator[T, None]) -> AsyncGenerator[list[T], None]:
+        """What ``watch`` yields, in batches (all that arrived while the last was sent),
+        and a keep-alive comment after :data:`KEEPALIVE_S` idle; a :class:`SessionDBError`
+        of the watch is raised after the batch before it."""
+        queue: asyncio.Queue[T | SessionDBError] = asyncio.Queue()
 
         async def produce() -> None:
             try:
-                async for record in watch:
-                    queue.put_nowait(record)
+                async for item in watch:
+                    queue.put_nowait(item)
             except SessionDBError as exc:
                 queue.put_nowait(exc)
             finally:
@@ -269,32 +282,86 @@ class _EventStream(Response):
 
         producer = asyncio.ensure_future(produce())
         try:
-            await send(
-                {"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": True}
-            )
             while True:
                 try:
                     async with asyncio.timeout(KEEPALIVE_S):
                         first = await queue.get()
                 except TimeoutError:
-                    await send(
-                        {"type": "http.response.body", "body": b": idle\n\n", "more_body": True}
-                    )
+                    yield []
                     continue
                 batch = [first]
                 while not queue.empty():
                     batch.append(queue.get_nowait())
-                records = [r for r in batch if isinstance(r, Record)]
+                items = [i for i in batch if not isinstance(i, SessionDBError)]
+                if items:
+                    yield items
                 failure = next((e for e in batch if isinstance(e, SessionDBError)), None)
-                if records:
-                    await send(_event("change", await self._changes(records), self.transcript.seq))
                 if failure is not None:
-                    kind = "gone" if isinstance(failure, NotFoundError) else "failed"
-                    await send(_event(kind, {"message": str(failure)}, None, more=False))
-                    return
+                    raise failure
         finally:
             producer.cancel()
             await asyncio.gather(producer, return_exceptions=True)
+
+
+class _ListStream(_Stream):
+    """The first page of the sessions list, live: one ``rows`` event (JSON: ``put`` a
+    session's row at the top, or ``remove`` it) per batch of the namespace's activity
+    (:meth:`SessionStore.watch_all`)."""
+
+    async def _pump(self, send: Send) -> None:
+        await send(_chunk(b"retry: 1000\n\n"))
+        batches = self._batches(self.store.watch_all())
+        try:
+            async for batch in batches:
+                if not batch:
+                    await send(_chunk(b": idle\n\n"))
+                    continue
+                ops: list[dict[str, Any]] = []
+                for session_id in dict.fromkeys(sid for sid, _ in batch):  # each once
+                    try:
+                        info = await self.store.get_session(session_id)
+                    except NotFoundError:
+                        ops.append({"op": "remove", "key": session_id})
+                        continue
+                    ops.append({"op": "put", "key": session_id, "html": pages.session_row(info)})
+                await send(_event("rows", ops, None))
+        except SessionDBError as exc:
+            await send(_event("failed", {"message": str(exc)}, None, more=False))
+        finally:
+            await batches.aclose()
+
+
+class _EventStream(_Stream):
+    """A transcript's changes: one ``change`` event (JSON: the ops of
+    :meth:`LiveTranscript.advance`) per batch of records, its ``id`` the last seq; a
+    ``gone`` event when the session is deleted."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        transcript: pages.LiveTranscript,
+        seen: int,
+        stopping: asyncio.Event,
+        closed: Callable[[], None],
+    ) -> None:
+        super().__init__(store, stopping, closed)
+        self.transcript = transcript
+        self.seen = seen
+
+    async def _pump(self, send: Send) -> None:
+        await send(_chunk(b"retry: 1000\n\n"))
+        batches = self._batches(self.store.watch(self.transcript.info.id, from_seq=self.seen))
+        try:
+            async for records in batches:
+                if records:
+                    await send(_event("change", await self._changes(records), self.transcript.seq))
+                else:
+                    await send(_chunk(b": idle\n\n"))
+        except SessionDBError as exc:
+            kind = "gone" if isinstance(exc, NotFoundError) else "failed"
+            await send(_event(kind, {"message": str(exc)}, None, more=False))
+        finally:
+            await batches.aclose()
 
     async def _changes(self, records: list[Record]) -> list[dict[str, Any]]:
         info: SessionInfo = self.transcript.info

@@ -73,32 +73,37 @@ def nav(query: str = "", session_id: str | None = None, *, live: bool = False) -
     )
 
 
-def sessions_page(page: SessionPage, *, first: bool) -> str:
-    """One page of the sessions list, newest activity first, with the next page's link."""
-    rows = []
-    for s in page.items:
-        name = text(s.name, one_line=True) if s.name else '<span class="dim">(unnamed)</span>'
-        fork = ""
-        if s.parent_id is not None and _ULID.fullmatch(s.parent_id):
-            fork = (
-                f' <span class="dim">fork of <a href="{session_href(s.parent_id)}">'
-                f"{text(s.parent_id[-8:], one_line=True)}</a> at #{s.fork_seq}</span>"
-            )
-        rows.append(
-            f'<tr><td><a href="{session_href(s.id)}">{name}</a>{fork}</td>'
-            f"<td>{_when(s.last_message_at or s.created_at)}</td>"
-            f'<td class="num">{s.message_count}</td>'
-            f"<td>{text(s.model or '', one_line=True)}</td>"
-            f"<td>{text(s.source, one_line=True)}</td>"
-            f"<td><code>{text(s.id, one_line=True)}</code></td></tr>\n"
+def session_row(s: SessionInfo) -> str:
+    """One session's row of the list (keyed by its id: what the live list replaces)."""
+    name = text(s.name, one_line=True) if s.name else '<span class="dim">(unnamed)</span>'
+    fork = ""
+    if s.parent_id is not None and _ULID.fullmatch(s.parent_id):
+        fork = (
+            f' <span class="dim">fork of <a href="{session_href(s.parent_id)}">'
+            f"{text(s.parent_id[-8:], one_line=True)}</a> at #{s.fork_seq}</span>"
         )
+    return (
+        f'<tr id="row-{text(s.id, one_line=True)}"><td><a href="{session_href(s.id)}">'
+        f"{name}</a>{fork}</td>"
+        f"<td>{_when(s.last_message_at or s.created_at)}</td>"
+        f'<td class="num">{s.message_count}</td>'
+        f"<td>{text(s.model or '', one_line=True)}</td>"
+        f"<td>{text(s.source, one_line=True)}</td>"
+        f"<td><code>{text(s.id, one_line=True)}</code></td></tr>\n"
+    )
+
+
+def sessions_page(page: SessionPage, *, first: bool, size: int = 50) -> str:
+    """One page of the sessions list, newest activity first, with the next page's link.
+    The first page is live: its script moves a session with new activity to the top
+    (and keeps ``size`` rows); later pages are a fixed keyset page."""
+    rows = [session_row(s) for s in page.items]
     table = (
         '<table class="sessions"><thead><tr><th>session</th><th>last activity</th>'
         "<th>messages</th><th>model</th><th>source</th><th>id</th></tr></thead>\n"
-        f"<tbody>\n{''.join(rows)}</tbody></table>\n"
-        if rows
-        else '<p class="dim">No sessions.</p>\n'
+        f'<tbody id="session-rows">\n{"".join(rows)}</tbody></table>\n'
     )
+    empty = "" if rows else '<p class="dim" id="no-sessions">No sessions.</p>\n'
     links = []
     if not first:
         links.append('<a href="/">first page</a>')
@@ -106,7 +111,12 @@ def sessions_page(page: SessionPage, *, first: bool) -> str:
         href = text(f"/?{urlencode({'cursor': page.next_cursor})}")
         links.append(f'<a rel="next" href="{href}">next →</a>')
     more = f'<p class="pages">{" · ".join(links)}</p>\n' if links else ""
-    return document("sessions", f"{nav()}<main>\n<h1>Sessions</h1>\n{table}{more}</main>\n")
+    live = f' id="sessions" data-size="{int(size)}"' if first else ""
+    return document(
+        "sessions",
+        f"{nav(live=first)}<main{live}>\n<h1>Sessions</h1>\n{empty}{table}{more}</main>\n",
+        live=first,
+    )
 
 
 def wrapped(key: str, html: str) -> str:

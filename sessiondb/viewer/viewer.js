@@ -1,7 +1,9 @@
-// sessiondb viewer: follows the transcript shown on the page live.
+// sessiondb viewer: follows the transcript shown on the page live, and the first page of
+// the sessions list.
 //
 // The server sends the page's changes as server-sent events ("change": a JSON list of
-// operations on the items of <main id="records">). Each item's HTML is rendered and
+// operations on the items of <main id="records">; "rows": rows of the sessions list to
+// put at the top or remove). Each item's HTML is rendered and
 // escaped by the server (the HTML export's renderer); it is parsed here with DOMParser
 // into an inert document and moved in with DOM calls. No string of a session is ever
 // evaluated, and the page's Content-Security-Policy allows no script but this file.
@@ -92,6 +94,69 @@
   source.addEventListener("gone", function () {
     source.close();
     setStatus("session deleted", "off");
+  });
+  source.addEventListener("failed", function () {
+    source.close();
+    setStatus("database unavailable: reload", "off");
+  });
+})();
+
+(function () {
+  const main = document.getElementById("sessions");
+  const rows = document.getElementById("session-rows");
+  const status = document.getElementById("live");
+  if (!main || !rows) {
+    return;
+  }
+  const size = parseInt(main.dataset.size || "50", 10);
+  const parser = new DOMParser();
+
+  function setStatus(text, state) {
+    if (status) {
+      status.textContent = text;
+      status.className = "live " + state;
+    }
+  }
+
+  // A row of the server's own HTML (escaped): parsed inside a table, as a row must be.
+  function row(html) {
+    const parsed = parser.parseFromString("<table><tbody>" + html + "</tbody></table>", "text/html");
+    const found = parsed.querySelector("tr");
+    return found ? document.adoptNode(found) : null;
+  }
+
+  function apply(ops) {
+    for (const op of ops) {
+      const old = document.getElementById("row-" + op.key);
+      if (old && old.parentNode === rows) {
+        old.remove();
+      }
+      if (op.op === "put") {
+        const fresh = row(op.html);
+        if (fresh) {
+          fresh.className = "fresh";
+          rows.prepend(fresh);
+        }
+      }
+    }
+    while (rows.rows.length > size) {
+      rows.lastElementChild.remove();
+    }
+    const empty = document.getElementById("no-sessions");
+    if (empty && rows.rows.length > 0) {
+      empty.remove();
+    }
+  }
+
+  const source = new EventSource("/events");
+  source.addEventListener("open", function () {
+    setStatus("live", "on");
+  });
+  source.addEventListener("error", function () {
+    setStatus(source.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…", "off");
+  });
+  source.addEventListener("rows", function (event) {
+    apply(JSON.parse(event.data));
   });
   source.addEventListener("failed", function () {
     source.close();

@@ -261,6 +261,39 @@ async def test_the_event_stream_follows_another_stores_appends(
     await _feed_stopped(store, backend)
 
 
+async def test_the_first_page_follows_the_namespaces_activity(
+    store: SessionStore, db_url: str, backend: str
+) -> None:
+    quiet = (await store.create_session(name="quiet")).id
+    busy = (await store.create_session(name=f"busy {XSS}")).id
+    async with client(store) as http:
+        first = await http.get("/")
+        assert 'id="sessions"' in first.text and "/static/viewer.js" in first.text
+        later = await http.get(
+            "/?cursor=" + quote((await store.list_sessions(limit=1)).next_cursor or "")
+        )
+        assert 'id="sessions"' not in later.text  # a later page is a fixed keyset page
+    stream = EventStream(store, "/events")
+    async with SessionStore.open(db_url) as writer:
+        await _feed_running(store)
+        await writer.append(busy, user("news"))
+        kind, _, ops = await stream.next_event()
+        assert kind == "rows" and [(op["op"], op["key"]) for op in ops] == [("put", busy)]
+        (put,) = ops
+        assert put["html"].startswith(f'<tr id="row-{busy}">')
+        assert "<script" not in put["html"] and "<img src=x" not in put["html"]
+        assert '<td class="num">1</td>' in put["html"]  # the count moved on
+        await writer.delete_session(busy)
+        await writer.append(quiet, user("still here"))
+        seen: dict[str, str] = {}
+        while seen.get(quiet) != "put":
+            _, _, ops = await stream.next_event()
+            seen.update({op["key"]: op["op"] for op in ops})
+    await stream.close()
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    await _feed_stopped(store, backend)
+
+
 async def test_a_reconnect_resumes_from_last_event_id(store: SessionStore) -> None:
     sid = (await store.create_session()).id
     await store.append(sid, [user("one"), user("two"), user("three")])

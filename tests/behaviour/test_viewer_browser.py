@@ -153,7 +153,7 @@ async def test_list_search_session_and_a_live_message(
     db_url: str, tmp_path: Path, browser: Any, artefacts: Path, backend: str
 ) -> None:
     async with SessionStore.open(db_url) as store:
-        sid, _ = await rich_session(store)
+        sid, fork = await rich_session(store)
         (zebra,) = await store.append(sid, user("the zebra crossed"))
     with server(db_url, tmp_path) as url:
         console = console_after(browser, url)
@@ -162,7 +162,20 @@ async def test_list_search_session_and_a_live_message(
         _nothing_ran(browser)
         rows = browser.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
         assert len(rows) == 2
-        link = browser.find_element(By.CSS_SELECTOR, f"table.sessions a[href='/s/{sid}']")
+        # The first page is live: another process's append moves its session to the top.
+        assert _wait_for(browser, "return document.getElementById('live').textContent == 'live'")
+        top = "return document.querySelector('#session-rows tr').id"
+        assert browser.execute_script(top) == f"row-{sid}"  # the zebra came last
+        with writer(db_url, fork) as other:
+            _append(other, user(f"list-{backend} {XSS}"))
+            committed = _committed(other)
+            moved = _wait_for(browser, f"{top} == 'row-{fork}' && Date.now() / 1000")
+            assert moved, f"the fork's row did not move to the top within {WAIT_S} s"
+            print(f"sessions list ({backend}): moved {(moved - committed) * 1000:.0f} ms after")
+            assert moved - committed <= LIVE_S
+        assert len(browser.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")) == 2
+        _nothing_ran(browser)
+        link = browser.find_element(By.CSS_SELECTOR, f"#row-{sid} > td:first-child > a")
         assert link.text == f"hostile {SCRIPT}"
         browser.get_log("browser")
         link.click()
