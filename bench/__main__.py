@@ -108,7 +108,12 @@ floors (the bare driver on the same tables, same run):
  18 not a floor but the peers: reading the whole history of the same conversation from
      the OpenAI Agents SDK's SQLAlchemySession (get_items) and langchain-postgres's
      PostgresChatMessageHistory (aget_messages) on the same database (needs
-     sessiondb[bench]; each peer's rows skipped without it)"""
+     sessiondb[bench]; each peer's rows skipped without it)
+search index (Postgres): the floors of 1, 2, 3 and 8 (and of 7 and 15, which send 1's
+  statement) fill each record's search column as sessiondb does, the text being the
+  message's text blocks joined: to_tsvector('simple', text) in the INSERT ... SELECT
+  (1, 2); for 3 and 8 COPY of the rows with their text to a temporary table, then one
+  INSERT ... SELECT with to_tsvector (COPY cannot call it)"""
 
 
 SCALE_NOTES = """\
