@@ -535,10 +535,9 @@ class _Transaction:
             return
         index = self._backend._compile(q.INDEX_RECORD_SQLITE).sql
         data = [r[:-1] for r in rows]
-        # sid and seq are the first two columns of a record's row.
-        indexed = [(*r[-1], r[0], r[1]) for r in rows if r[-1] is not None]
+        sources = [r[-1] for r in rows]
         await self._backend._on_writer(
-            lambda conn: _insert_records(conn, raw.sql, data, index, indexed)
+            lambda conn: _insert_records(conn, raw.sql, data, index, sources)
         )
 
 
@@ -560,14 +559,17 @@ def _append(
     sid = head["sid"]
     if len(rows) == 1:  # execute costs ~1 µs less than executemany of one row
         r = rows[0]
-        conn.execute(insert.sql, (sid, first, r[0], r[1], at, *r[2:-1]))
-    else:
-        conn.executemany(
-            insert.sql, [(sid, first + i, r[0], r[1], at, *r[2:-1]) for i, r in enumerate(rows)]
-        )
-    indexed = [(*r[-1], sid, first + i) for i, r in enumerate(rows) if r[-1] is not None]
-    if indexed:
-        conn.executemany(index, indexed).close()
+        rowid = conn.execute(insert.sql, (sid, first, r[0], r[1], at, *r[2:-1])).lastrowid
+        if r[-1] is not None:
+            conn.execute(index, (rowid, *r[-1]))
+        return first
+    _insert_records(
+        conn,
+        insert.sql,
+        [(sid, first + i, r[0], r[1], at, *r[2:-1]) for i, r in enumerate(rows)],
+        index,
+        [r[-1] for r in rows],
+    )
     return first
 
 
@@ -607,11 +609,22 @@ def _insert_records(
     sql: str,
     rows: Sequence[tuple[Any, ...]],
     index: str,
-    indexed: Sequence[tuple[Any, ...]],
+    sources: Sequence[tuple[str, str | None] | None],
 ) -> None:
-    conn.executemany(sql, rows).close()
-    if indexed:
-        conn.executemany(index, indexed).close()
+    """Insert record rows, and index each row whose source (its search text and
+    thinking) is not None, under the rowid its insert gave."""
+    if not any(sources):
+        conn.executemany(sql, rows).close()
+        return
+    # One execute per row, for its lastrowid: as fast as executemany here (20k records
+    # with their index rows: 316 ms against 325 ms), and no guess at the rowids.
+    execute = conn.execute
+    indexed = []
+    for row, source in zip(rows, sources, strict=True):
+        rowid = execute(sql, row).lastrowid
+        if source is not None:
+            indexed.append((rowid, *source))
+    conn.executemany(index, indexed).close()
 
 
 def _transaction(
