@@ -108,7 +108,11 @@ floors (the bare driver on the same tables, same run):
  18 not a floor but the peers: reading the whole history of the same conversation from
      the OpenAI Agents SDK's SQLAlchemySession (get_items) and langchain-postgres's
      PostgresChatMessageHistory (aget_messages) on the same database (needs
-     sessiondb[bench]; each peer's rows skipped without it)"""
+     sessiondb[bench]; each peer's rows skipped without it)
+search index (SQLite): the floors of 1, 2, 3 and 8 write each record's FTS5 row in the
+  same transaction, as sessiondb does: the record's INSERT one row at a time for its
+  lastrowid, then INSERT INTO sessiondb_search (rowid, body) of the message's text
+  blocks joined"""
 
 
 SCALE_NOTES = """\
