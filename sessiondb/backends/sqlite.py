@@ -30,7 +30,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -511,38 +511,45 @@ class _Transaction:
             return
         raw = self._backend._compile(q.insert_rows(table.name))
         is_records = table.name == records.name
-        # A record row's last value is what the search index takes of it, not a column.
-        end = -1 if is_records else None
-        sources = [r[-1] for r in rows] if is_records else []
         times = [i for i, c in enumerate(table.c) if isinstance(rows[0][i], datetime)]
-        if len(times) == 1:
-            # The records' one time column. Consecutive rows often share a time (the
-            # very object: a line without a time of its own takes the one before, an
-            # import of sessions one time for all): formatted once for the run. A dict
-            # of formatted times cost more than it saved: an aware datetime's hash is
-            # slow, and in a file most times differ.
-            (i,) = times
-            formatted: list[tuple[Any, ...]] = []
-            last: Any = None
-            text: Any = None
-            for r in rows:
-                value = r[i]
-                if value is not last:
-                    last = value
-                    text = timestamp(value) if isinstance(value, datetime) else value
-                formatted.append((*r[:i], text, *r[i + 1 : end]))
-            rows = formatted
-        elif times:
-            rows = [tuple(_bind(v) for v in r[:end]) for r in rows]
-        elif is_records:
-            rows = [r[:-1] for r in rows]
+        # A record row's last value is what the search index takes of it, not a column.
+        params = _bound_rows(rows, times, -1 if is_records else None)
         if not is_records:
-            await self._backend._on_writer(lambda conn: _insert_many(conn, raw.sql, rows))
+            await self._backend._on_writer(lambda conn: _insert_many(conn, raw.sql, params))
             return
         index = self._backend._compile(q.INDEX_RECORD_SQLITE).sql
         await self._backend._on_writer(
-            lambda conn: _insert_records(conn, raw.sql, rows, index, sources)
+            lambda conn: _insert_records(conn, raw.sql, params, index, [r[-1] for r in rows])
         )
+
+
+def _bound_rows(
+    rows: Sequence[tuple[Any, ...]], times: list[int], end: int | None
+) -> Iterator[tuple[Any, ...]]:
+    """Each row's values as bound (its times formatted, ``end`` the end of its columns),
+    made as the writer takes them: a list of 20k bound rows, alive until the insert
+    ended, made the garbage collector walk the whole import once more (~120 ms)."""
+    if len(times) == 1:
+        # The records' one time column. Consecutive rows often share a time (the very
+        # object: a line without a time of its own takes the one before, an import of
+        # sessions one time for all): formatted once for the run. A dict of formatted
+        # times cost more than it saved: an aware datetime's hash is slow, and in a file
+        # most times differ.
+        (i,) = times
+        last: Any = None
+        text: Any = None
+        for r in rows:
+            value = r[i]
+            if value is not last:
+                last = value
+                text = timestamp(value) if isinstance(value, datetime) else value
+            yield (*r[:i], text, *r[i + 1 : end])
+    elif times:
+        for r in rows:
+            yield tuple(_bind(v) for v in r[:end])
+    else:
+        for r in rows:
+            yield r[:end]
 
 
 def _append(
@@ -604,26 +611,26 @@ def _begin(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE").close()
 
 
-def _insert_many(conn: sqlite3.Connection, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+def _insert_many(conn: sqlite3.Connection, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
     conn.executemany(sql, rows).close()
 
 
 def _insert_records(
     conn: sqlite3.Connection,
     sql: str,
-    rows: Sequence[tuple[Any, ...]],
+    rows: Iterable[tuple[Any, ...]],
     index: str,
     sources: Sequence[tuple[str, str | None] | None],
 ) -> None:
     """Insert record rows, and index each row whose source (its search text and
     thinking) is not None, under the rowid its insert gave."""
-    if not any(sources):
+    if all(source is None for source in sources):
         conn.executemany(sql, rows).close()
         return
     # One execute per row, for its lastrowid: as fast as executemany here (20k records
     # with their index rows: 323 ms against 325 ms), and no guess at the rowids. Each
     # index row written at once, not gathered: 20k tuples kept for an executemany made
-    # the garbage collector run a full collection during an import (~120 ms).
+    # the garbage collector walk the whole import once more (~120 ms).
     execute = conn.execute
     for row, source in zip(rows, sources, strict=True):
         rowid = execute(sql, row).lastrowid
