@@ -62,10 +62,13 @@ FLOORS = """\
 floors (the bare driver on the same tables, same run):
   1  one statement that bumps the head and inserts the row: asyncpg (WITH ... UPDATE ...
      RETURNING, INSERT ... SELECT); sqlite3: BEGIN IMMEDIATE, UPDATE ... RETURNING,
-     INSERT, COMMIT
+     INSERT, the FTS5 row (INSERT INTO sessiondb_search under the record's lastrowid,
+     the text being the message's text blocks joined), COMMIT
   2  the same as one multi-row statement (asyncpg: INSERT ... SELECT FROM unnest(...));
-     sqlite3: UPDATE ... RETURNING and executemany in one transaction
-  3  the same rows built from the same dicts, COPY with asyncpg / executemany in sqlite3
+     sqlite3: UPDATE ... RETURNING, then an INSERT per record with its FTS5 row, in one
+     transaction
+  3  the same rows built from the same dicts, COPY with asyncpg / in sqlite3 executemany
+     of the sessions, an INSERT per record with its FTS5 row
   4  SELECT seq, payload of the kept rows (and the same, each payload parsed into
      dicts with orjson: the floor of context(), which returns models); reading,
      parsing (orjson) and replaying the same session as a JSONL file; the short
@@ -75,7 +78,8 @@ floors (the bare driver on the same tables, same run):
   7  the same writers sending the one-statement bump-and-insert through asyncpg
      (Postgres only: SQLite has one writer at a time by design)
   8  parsing the same lines with orjson, then COPY (asyncpg) / executemany (sqlite3) of
-     a session row per file and a record per line (the line as payload, its uuids)
+     a session row per file and a record per line (the line as payload, its uuids;
+     sqlite3: an INSERT per record with the FTS5 row of its message's text blocks)
   9  SELECT session_id, payload of every record in order, each payload written as a
      line, a file per session
  10  not a floor but the alternative: the OpenAI Agents SDK's own SQLAlchemySession on

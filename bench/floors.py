@@ -328,6 +328,8 @@ SQLITE_INSERT_SESSION = (
     f"INSERT INTO sessiondb_sessions ({', '.join(SESSION_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(SESSION_COLUMNS))})"
 )
+# The search index: the FTS5 row of a record, under the rowid its insert gave.
+SQLITE_INDEX = "INSERT INTO sessiondb_search (rowid, body, thinking) VALUES (?, ?, NULL)"
 SQLITE_KEPT = PG_KEPT.replace("$1", "?").replace("$2", "?")
 SQLITE_HISTORY = PG_HISTORY.replace("$1", "?")
 SQLITE_FIRST_PAGE = PG_FIRST_PAGE.replace("$1", "?").replace("$2", "?")
@@ -348,8 +350,18 @@ def sqlite_connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def _insert_indexed(
+    conn: sqlite3.Connection, insert: str, rows: Sequence[tuple[Any, ...]], texts: Sequence[str]
+) -> None:
+    """Insert the record rows one by one, each's lastrowid kept, then their FTS5 rows."""
+    execute = conn.execute
+    rowids = [execute(insert, row).lastrowid for row in rows]
+    conn.executemany(SQLITE_INDEX, zip(rowids, texts, strict=True))
+
+
 class SQLiteFloor:
-    """One sqlite3 connection; every write is ``BEGIN IMMEDIATE`` … ``COMMIT``.
+    """One sqlite3 connection; every write is ``BEGIN IMMEDIATE`` … ``COMMIT``, and
+    every record written gets its FTS5 row in the same transaction, as sessiondb's do.
 
     The methods are coroutines only to share the figures' code with Postgres; they
     block, as a bare sqlite3 caller does.
@@ -372,10 +384,11 @@ class SQLiteFloor:
         conn.execute("BEGIN IMMEDIATE")
         try:
             (seq,) = conn.execute(SQLITE_BUMP_ONE, (at, session_id)).fetchone()
-            conn.execute(
+            rowid = conn.execute(
                 SQLITE_INSERT,
                 (session_id, seq, "message", message["role"], at, None, len(payload), payload),
-            )
+            ).lastrowid
+            conn.execute(SQLITE_INDEX, (rowid, _text(message)))
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -393,13 +406,15 @@ class SQLiteFloor:
                 SQLITE_BUMP, (n, n, at, *_usage_totals(messages), session_id)
             ).fetchone()
             first = head - n + 1
-            conn.executemany(
+            _insert_indexed(
+                conn,
                 SQLITE_INSERT,
                 [
                     (session_id, first + i, "message", m["role"], at, m.get("toolCallId"),
                      len(p), p)
                     for i, (m, p) in enumerate(zip(messages, payloads, strict=True))
                 ],
+                [_text(m) for m in messages],
             )  # fmt: skip
         except BaseException:
             conn.execute("ROLLBACK")
@@ -408,19 +423,22 @@ class SQLiteFloor:
         return int(head)
 
     async def bulk_load(self, items: Sequence[dict[str, Any]], namespace: str) -> int:
-        """Insert the sessions and their records in one transaction; returns the records."""
+        """Insert the sessions and their records, with their FTS5 rows, in one
+        transaction; returns the records."""
         at = _sqlite_now()
         session_rows = []
         record_rows: list[tuple[Any, ...]] = []
+        texts: list[str] = []
         for item in items:
             row = _session_row(item["messages"], item.get("model"), namespace, at)
             session_rows.append(row)
             record_rows += _record_rows(row[0], item["messages"], at)
+            texts += [_text(m) for m in item["messages"]]
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany(SQLITE_INSERT_SESSION, session_rows)
-            conn.executemany(SQLITE_INSERT, record_rows)
+            _insert_indexed(conn, SQLITE_INSERT, record_rows, texts)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -428,13 +446,15 @@ class SQLiteFloor:
         return len(record_rows)
 
     async def load_lines(self, files: Sequence[ParsedFile], namespace: str) -> int:
-        """Insert the sessions and records of parsed transcripts in one transaction."""
+        """Insert the sessions and records of parsed transcripts, with the records' FTS5
+        rows (each line's message text), in one transaction."""
         session_rows, record_rows = _file_rows(files, namespace, _sqlite_now())
+        texts = [_text(line["message"]) for lines in files for line in lines]
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany(SQLITE_INSERT_SESSION, session_rows)
-            conn.executemany(SQLITE_INSERT_LINE, record_rows)
+            _insert_indexed(conn, SQLITE_INSERT_LINE, record_rows, texts)
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -26,7 +26,9 @@ from . import jsoncodec
 #: is not indexed. Bounds a Postgres ``tsvector`` (at most 1 MB) and the work per write.
 MAX_INDEXED_CHARS = 100_000
 
-_ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+# Each byte of ASCII text as the index takes it: letters and digits as they are, anything
+# else a space.
+_ASCII_TABLE = bytes(c if c < 128 and chr(c).isalnum() else 0x20 for c in range(256))
 # A separator: anything that is not a letter or a digit (the underscore too, as SQLite's
 # unicode61 tokenizer and Postgres's parser both split on it).
 _SEPARATORS = re.compile(r"[\W_]+")
@@ -110,10 +112,10 @@ def index_text(text: str) -> str:
     letters and digits only, runs separated by spaces."""
     text = text[:MAX_INDEXED_CHARS]
     if text.isascii():
-        # A table lookup per character: 5 µs for 370 characters, against 34 µs for the
-        # regular expression (text made of short words has a separator run every few
-        # characters, each replaced on its own).
-        return text.translate(_ASCII_SEPARATORS)
+        # A table lookup per byte: 0.5 µs for 370 characters, against 1.4 µs for
+        # str.translate and 34 µs for the regular expression (text made of short words
+        # has a separator run every few characters, each replaced on its own).
+        return text.encode("ascii").translate(_ASCII_TABLE).decode("ascii")
     return _SEPARATORS.sub(" ", text)
 
 
