@@ -18,13 +18,23 @@ not written by sessiondb, or changed since) is refused with
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from . import jsoncodec
 from .errors import CorruptRecordError, brief
-from .models import Compaction, Message, Prune, Tombstone
+from .models import (
+    Compaction,
+    Message,
+    Prune,
+    Record,
+    Tombstone,
+    stored_message,
+    stored_message_record,
+    wire_message_error,
+)
 from .validation import first_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -71,17 +81,47 @@ def _decoded(cls: type[M], payload: str | bytes, where: str) -> M:
 
 
 def message(payload: str | bytes, where: str = "stored message") -> Message:
-    """The :class:`Message` of a stored message payload.
+    """The :class:`Message` of a stored message payload, built on first use
+    (:func:`~sessiondb.models.stored_message`).
+
+    The text is parsed and its value checked now, by the check every message passed
+    when it was written (:func:`~sessiondb.models.wire_message_error`); the model is
+    built from that value when first used. A value the check refuses (not written by
+    sessiondb, or by a release that stored what it no longer does) is validated now, as
+    before: read if validation accepts it, refused if not.
 
     Raises:
         CorruptRecordError: the text is not JSON, or not a message.
     """
-    return _decoded(Message, payload, where)
+    data = parse(payload, where)
+    if data.__class__ is dict and not wire_message_error(data):
+        if data["content"].__class__ is list:  # a string is made a block by validation
+            return stored_message(data, where)
+    return validated(Message, data, where)
 
 
 def messages(payloads: Iterable[str]) -> list[Message]:
     """:func:`message` of each payload, in order."""
     return [message(p) for p in payloads]
+
+
+def message_record(
+    session_id: Any, seq: Any, created_at: datetime, uuid: Any, payload: str
+) -> Record | None:
+    """The :class:`Record` of a stored message row, its message as :func:`message`
+    reads it; ``None`` if a column is not of the type sessiondb writes there (a row of
+    SQLite, whose columns take any value), which ``Record``'s validation then judges.
+
+    Raises:
+        CorruptRecordError: the payload is not JSON, or not a message.
+    """
+    if (
+        session_id.__class__ is not str
+        or seq.__class__ is not int
+        or (uuid is not None and uuid.__class__ is not str)
+    ):
+        return None
+    return stored_message_record(session_id, seq, created_at, uuid, message(payload))
 
 
 def compaction(payload: str | bytes, where: str = "stored compaction") -> Compaction:

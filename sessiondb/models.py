@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AliasGenerator,
@@ -17,14 +17,17 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
     Tag,
     field_validator,
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
-from .errors import InvalidInputError, brief
+from .errors import CorruptRecordError, InvalidInputError, brief
 from .kinds import RecordKind as RecordKind
 
 # Every model builds its validator and serializer when first used, not at import: the
@@ -150,6 +153,69 @@ class Message(WireModel):
             return [{"type": "text", "text": value}]
         return value
 
+    # -- a message read back, built on first use (see :func:`stored_message`) -----------
+    #
+    # Every way in to the model's state passes through one of these, which builds the
+    # message first: attribute access (the fields and the slots left unset, through
+    # ``__getattr__``), serialisation (the wrap serializer: model_dump, model_dump_json,
+    # to_wire, a Record's dump), ==, iteration, repr, copies and pickling, assignment.
+
+    @model_serializer(mode="wrap")
+    def _dump_built(self, handler: SerializerFunctionWrapHandler) -> Any:
+        _build(self)
+        return handler(self)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # The serializer above only builds the message; the JSON it writes is the
+        # fields', so its schema is too (not the ``{}`` of a serializer returning Any).
+        if handler.mode == "serialization" and schema.get("type") == "model":
+            schema = {k: v for k, v in schema.items() if k != "serialization"}  # type: ignore[assignment]
+        return handler(schema)
+
+    if not TYPE_CHECKING:  # keeps mypy's view of the fields (BaseModel does the same)
+
+        def __getattr__(self, name: str) -> Any:
+            if _build(self):
+                return getattr(self, name)
+            return super().__getattr__(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _build(self)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        _build(self)
+        super().__delattr__(name)
+
+    def __eq__(self, other: object) -> bool:
+        _build(self)
+        if isinstance(other, Message):
+            _build(other)
+        return super().__eq__(other)
+
+    def __iter__(self) -> Any:
+        _build(self)
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        _build(self)
+        return super().__repr_args__()
+
+    def __copy__(self) -> Message:
+        _build(self)
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Message:
+        _build(self)
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        _build(self)
+        return super().__getstate__()
+
     def text(self) -> str:
         """The message's text blocks joined by newlines."""
         return "\n".join(b.text for b in self.content if isinstance(b, TextContent))
@@ -157,6 +223,61 @@ class Message(WireModel):
     def tool_calls(self) -> list[ToolCallContent]:
         """The tool calls this message makes (assistant messages only)."""
         return [b for b in self.content if isinstance(b, ToolCallContent)]
+
+
+class _Stored:
+    """What a message read back holds until first used: its stored JSON value."""
+
+    __slots__ = ("data", "where")
+
+    def __init__(self, data: dict[str, Any], where: str) -> None:
+        self.data = data
+        self.where = where
+
+
+# The slot a message keeps its private attributes in (a Message has none): a message
+# read back keeps its stored value there, and nothing in its other slots, until built.
+_PRIVATE = BaseModel.__dict__["__pydantic_private__"]
+_NEW = object.__new__
+_SET = object.__setattr__
+
+
+def stored_message(data: dict[str, Any], where: str = "stored message") -> Message:
+    """The :class:`Message` of a stored message's JSON value, built on first use.
+
+    A read hands back thousands of messages; validating each costs ~2.5 µs here, more
+    than parsing its text (~0.7 µs), and a caller may use few of them (a token count, the
+    last messages). So the message holds ``data`` until any of its state is first used,
+    then builds itself by ``Message.model_validate(data)``: the same model, field for
+    field, as an eager read; 0.1 µs until then.
+
+    ``data`` must have passed :func:`wire_message_error`, the check every stored message
+    passed when written (and a subset of what ``model_validate`` accepts), so that
+    building it cannot fail: a row that is not a message is refused by the read, not
+    later. Should the build fail anyway it raises :class:`CorruptRecordError`.
+    """
+    message = _NEW(Message)
+    _PRIVATE.__set__(message, _Stored(data, where))
+    return message
+
+
+def _build(message: Message) -> bool:
+    """Build ``message`` if it is a stored message not yet built; whether it was."""
+    try:
+        stored = _PRIVATE.__get__(message)
+    except AttributeError:  # a message being made (copy, unpickling): not a stored one
+        return False
+    if stored.__class__ is not _Stored:
+        return False
+    try:
+        built = Message.model_validate(stored.data)
+    except ValueError as exc:  # pragma: no cover - the read's check refuses it first
+        raise CorruptRecordError(f"{stored.where}: {exc}") from None
+    _SET(message, "__dict__", built.__dict__)
+    _SET(message, "__pydantic_fields_set__", built.__pydantic_fields_set__)
+    _SET(message, "__pydantic_extra__", built.__pydantic_extra__)
+    _SET(message, "__pydantic_private__", None)
+    return True
 
 
 class Compaction(WireModel):
@@ -205,6 +326,46 @@ class Record(BaseModel):
     tombstone: Tombstone | None = None
     prune: Prune | None = None
     entry: dict[str, Any] | None = None
+
+
+_RECORD_SLOTS = (
+    BaseModel.__dict__["__dict__"].__set__,
+    BaseModel.__dict__["__pydantic_fields_set__"].__set__,
+    BaseModel.__dict__["__pydantic_extra__"].__set__,
+    _PRIVATE.__set__,
+)
+_MESSAGE_RECORD_SET = frozenset(("session_id", "seq", "kind", "created_at", "uuid", "message"))
+
+
+def stored_message_record(
+    session_id: str, seq: int, created_at: datetime, uuid: str | None, message: Message
+) -> Record:
+    """The :class:`Record` of a stored message, as ``Record(session_id=…, seq=…,
+    kind="message", created_at=…, uuid=…, message=…)`` builds it, without validating
+    again what the caller has checked: ``session_id`` a str, ``seq`` an int,
+    ``created_at`` an aware datetime, ``uuid`` a str or None. 0.4 µs, against 2.4 µs
+    for the validation."""
+    record = _NEW(Record)
+    set_dict, set_fields, set_extra, set_private = _RECORD_SLOTS
+    set_dict(
+        record,
+        {
+            "session_id": session_id,
+            "seq": seq,
+            "kind": "message",
+            "created_at": created_at,
+            "uuid": uuid,
+            "message": message,
+            "compaction": None,
+            "tombstone": None,
+            "prune": None,
+            "entry": None,
+        },
+    )
+    set_fields(record, set(_MESSAGE_RECORD_SET))
+    set_extra(record, None)
+    set_private(record, None)
+    return record
 
 
 Source = Literal["interactive", "cron"]
