@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from orjson import loads as _orjson_loads
 from pydantic import BaseModel, ValidationError
 
 from . import jsoncodec
@@ -31,6 +32,7 @@ from .models import (
     Prune,
     Record,
     Tombstone,
+    plain_stored_message,
     stored_message,
     stored_message_record,
     wire_message_error,
@@ -93,10 +95,20 @@ def message(payload: str | bytes, where: str = "stored message") -> Message:
     Raises:
         CorruptRecordError: the text is not JSON, or not a message.
     """
-    data = parse(payload, where)
-    if data.__class__ is dict and not wire_message_error(data):
-        if data["content"].__class__ is list:  # a string is made a block by validation
-            return stored_message(data, where)
+    data = None
+    if payload[:1] not in _EXACT_MARKS:  # jsoncodec.loads, without its calls
+        try:
+            data = _orjson_loads(payload)
+        except ValueError:
+            pass
+    if data is None:
+        data = parse(payload, where)
+    if data.__class__ is dict and (
+        plain_stored_message(data)
+        # a string content is made a block by validation
+        or (not wire_message_error(data) and data["content"].__class__ is list)
+    ):
+        return stored_message(data, where)
     return validated(Message, data, where)
 
 

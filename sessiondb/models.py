@@ -225,19 +225,11 @@ class Message(WireModel):
         return [b for b in self.content if isinstance(b, ToolCallContent)]
 
 
-class _Stored:
-    """What a message read back holds until first used: its stored JSON value."""
-
-    __slots__ = ("data", "where")
-
-    def __init__(self, data: dict[str, Any], where: str) -> None:
-        self.data = data
-        self.where = where
-
-
 # The slot a message keeps its private attributes in (a Message has none): a message
-# read back keeps its stored value there, and nothing in its other slots, until built.
+# read back keeps its stored value there (and where it was read, for an error), and
+# nothing in its other slots, until built.
 _PRIVATE = BaseModel.__dict__["__pydantic_private__"]
+_SET_PRIVATE = _PRIVATE.__set__
 _NEW = object.__new__
 _SET = object.__setattr__
 
@@ -257,7 +249,7 @@ def stored_message(data: dict[str, Any], where: str = "stored message") -> Messa
     later. Should the build fail anyway it raises :class:`CorruptRecordError`.
     """
     message = _NEW(Message)
-    _PRIVATE.__set__(message, _Stored(data, where))
+    _SET_PRIVATE(message, (data, where))  # a tuple: never a model's private values
     return message
 
 
@@ -267,12 +259,13 @@ def _build(message: Message) -> bool:
         stored = _PRIVATE.__get__(message)
     except AttributeError:  # a message being made (copy, unpickling): not a stored one
         return False
-    if stored.__class__ is not _Stored:
+    if stored.__class__ is not tuple:
         return False
+    data, where = stored
     try:
-        built = Message.model_validate(stored.data)
+        built = Message.model_validate(data)
     except ValueError as exc:  # pragma: no cover - the read's check refuses it first
-        raise CorruptRecordError(f"{stored.where}: {exc}") from None
+        raise CorruptRecordError(f"{where}: {exc}") from None
     _SET(message, "__dict__", built.__dict__)
     _SET(message, "__pydantic_fields_set__", built.__pydantic_fields_set__)
     _SET(message, "__pydantic_extra__", built.__pydantic_extra__)
@@ -575,6 +568,70 @@ def wire_message_error(data: Any) -> str | None:
     if usage is not None:
         return _usage_error(usage)
     return None
+
+
+# The fields of a message whose values the fast check below knows how to check.
+_PLAIN_FIELDS = frozenset(
+    ("role", "content", "toolCallId", "toolName", "isError", "uuid", "parentUuid", "usage")
+)
+_PLAIN_USAGE = frozenset(("input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"))
+
+
+def plain_stored_message(data: dict[str, Any]) -> bool:
+    """Whether ``data`` is a message of the usual shape that :func:`wire_message_error`
+    accepts, with its content a list of text and tool call blocks; ``False`` says only
+    that this check cannot tell (the full check then can).
+
+    A read checks every message it returns (:func:`stored_message`); this check takes
+    ~0.4 µs for the usual message here, the full one ~0.9 µs."""
+    role = data.get("role")
+    content = data.get("content")
+    if content.__class__ is not list or role.__class__ is not str or role not in _ROLES:
+        return False
+    for block in content:
+        if block.__class__ is not dict:
+            return False
+        kind = block.get("type")
+        if kind == "text":
+            if block.get("text").__class__ is not str:
+                return False
+        elif kind == "toolCall":
+            if block.get("id").__class__ is not str or block.get("name").__class__ is not str:
+                return False
+            if "arguments" in block and block["arguments"].__class__ is not dict:
+                return False
+        else:
+            return False
+    if len(data) == 2:
+        return role != "toolResult"
+    if not data.keys() <= _PLAIN_FIELDS:
+        return False
+    for key in _OPTIONAL_STR:
+        value = data.get(key)
+        if value is not None and value.__class__ is not str:
+            return False
+    if role == "toolResult":
+        if not data.get("toolCallId"):
+            return False
+    elif "isError" in data and data["isError"] is not None:
+        return False
+    is_error = data.get("isError")
+    if is_error is not None and is_error.__class__ is not bool:
+        return False
+    usage = data.get("usage")
+    if usage is not None:
+        if usage.__class__ is not dict or not usage.keys() <= _PLAIN_USAGE:
+            return False
+        for key in _USAGE_INTS:
+            if usage.get(key, 0).__class__ is not int:
+                return False
+        total = usage.get("totalTokens")
+        cost = usage.get("cost")
+        if (total is not None and total.__class__ is not int) or (
+            cost is not None and cost.__class__ is not dict
+        ):
+            return False
+    return True
 
 
 def wire_message(
