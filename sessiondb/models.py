@@ -172,7 +172,7 @@ class Message(WireModel):
         # The serializer above only builds the message; the JSON it writes is the
         # fields', so its schema is too (not the ``{}`` of a serializer returning Any).
         if handler.mode == "serialization" and schema.get("type") == "model":
-            schema = {k: v for k, v in schema.items() if k != "serialization"}  # type: ignore[assignment]
+            schema = {k: v for k, v in schema.items() if k != "serialization"}
         return handler(schema)
 
     if not TYPE_CHECKING:  # keeps mypy's view of the fields (BaseModel does the same)
@@ -319,46 +319,6 @@ class Record(BaseModel):
     tombstone: Tombstone | None = None
     prune: Prune | None = None
     entry: dict[str, Any] | None = None
-
-
-_RECORD_SLOTS = (
-    BaseModel.__dict__["__dict__"].__set__,
-    BaseModel.__dict__["__pydantic_fields_set__"].__set__,
-    BaseModel.__dict__["__pydantic_extra__"].__set__,
-    _PRIVATE.__set__,
-)
-_MESSAGE_RECORD_SET = frozenset(("session_id", "seq", "kind", "created_at", "uuid", "message"))
-
-
-def stored_message_record(
-    session_id: str, seq: int, created_at: datetime, uuid: str | None, message: Message
-) -> Record:
-    """The :class:`Record` of a stored message, as ``Record(session_id=…, seq=…,
-    kind="message", created_at=…, uuid=…, message=…)`` builds it, without validating
-    again what the caller has checked: ``session_id`` a str, ``seq`` an int,
-    ``created_at`` an aware datetime, ``uuid`` a str or None. 0.4 µs, against 2.4 µs
-    for the validation."""
-    record = _NEW(Record)
-    set_dict, set_fields, set_extra, set_private = _RECORD_SLOTS
-    set_dict(
-        record,
-        {
-            "session_id": session_id,
-            "seq": seq,
-            "kind": "message",
-            "created_at": created_at,
-            "uuid": uuid,
-            "message": message,
-            "compaction": None,
-            "tombstone": None,
-            "prune": None,
-            "entry": None,
-        },
-    )
-    set_fields(record, set(_MESSAGE_RECORD_SET))
-    set_extra(record, None)
-    set_private(record, None)
-    return record
 
 
 Source = Literal["interactive", "cron"]
