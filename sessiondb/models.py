@@ -159,6 +159,9 @@ class Message(WireModel):
     # message first: attribute access (the fields and the slots left unset, through
     # ``__getattr__``), serialisation (the wrap serializer: model_dump, model_dump_json,
     # to_wire, a Record's dump), ==, iteration, repr, copies and pickling, assignment.
+    # The serializer costs every dump of a message ~1.3 µs here (3.8 µs against 2.5 for
+    # to_wire); pydantic-core reads the slots that build it before the fields today, but
+    # nothing promises that it always will.
 
     @model_serializer(mode="wrap")
     def _dump_built(self, handler: SerializerFunctionWrapHandler) -> Any:
