@@ -96,9 +96,8 @@ def to_messages(rows: ContextRows) -> list[Message]:
             pruned_message(m, markers[seq]) if seq in markers else m
             for seq, m in zip(rows.seqs, messages, strict=True)
         ]
-    # Only a stored text naming a response can be part of one: the messages are built
-    # on first use (:func:`~sessiondb.models.stored_message`), so their extra fields are
-    # not looked at unless one is.
+    # Only a stored text naming a response can be part of one: a look at the texts
+    # (a substring test each) instead of each message's extra fields.
     if any(map(_NAMES_RESPONSE, rows.messages)):
         groups = response_groups([(m.role, _response_of(m)) for m in messages])
         messages = [_merged_message([messages[i] for i in g]) for g in groups]

@@ -3,19 +3,24 @@
 Functions from a stored payload's text to its model, and nothing else: a layer that
 transforms the stored text (decryption) or observes reads goes in front of them.
 
-A message is parsed (orjson, 0.7 µs a message of the bench's shape here) and its value
-checked now, by the check it passed when written (0.5 µs for the usual shape), and the
-model is built from that value on first use (:func:`~sessiondb.models.stored_message`):
-1.8 µs a message in all, against 3.2 µs for pydantic-core's JSON validation
-(``Message.model_validate_json``), the fastest eager build measured (``model_construct``
-of the nested models: 5.8 µs; a construction planned once per object shape: 6.5 µs; a
-read-only validator without the content's Python discriminator and string
-conversion: 2.8 µs). A value the check refuses is validated now, as reads did before:
-read if validation accepts it, refused with
-:class:`~sessiondb.errors.CorruptRecordError` if not, never returned half-built. Text
-that took :mod:`jsoncodec`'s exact path (a lone surrogate, an integer over 64 bits) is
-read by the exact parser. Overlays (compactions, tombstones, prunes: few a read) are
-validated by pydantic-core's JSON validation.
+A message's text goes straight to pydantic-core's JSON validation
+(``Message.model_validate_json``): 3.9 µs a message of the bench's shape here, against
+4.5 µs for ``orjson.loads`` then ``model_validate``, and 5.8 µs for
+``model_construct`` of the nested models (it walks them in Python; so did a
+construction path planned once per object shape, at 6.5 µs). Text that the JSON
+validation refuses, or that took :mod:`jsoncodec`'s exact path (a lone surrogate, an
+integer over 64 bits), is read as before: the exact parser, then ``model_validate``.
+So every payload reads as it read before, and one that no validation accepts (a row
+not written by sessiondb, or changed since) is refused with
+:class:`~sessiondb.errors.CorruptRecordError`, never returned half-built.
+
+A message built on first use instead (its value parsed and checked now, the model built
+when touched) made ``context()`` itself 1.8 times faster, but a caller that then uses
+each message (``to_wire()``, ``text()``) 1.3 to 1.4 times slower (200 messages on
+SQLite: context plus ``to_wire`` of each 2.17 ms against 1.65 ms), and every dump of a
+message 1.3 µs dearer: reads are for using the messages, so they are built now.
+A message's :class:`~sessiondb.models.Record` is built without validating it again
+(:func:`message_record`).
 """
 
 from __future__ import annotations
@@ -24,21 +29,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from orjson import loads as _orjson_loads
 from pydantic import BaseModel, ValidationError
 
 from . import jsoncodec
 from .errors import CorruptRecordError, brief
-from .models import (
-    Compaction,
-    Message,
-    Prune,
-    Record,
-    Tombstone,
-    plain_stored_message,
-    stored_message,
-    wire_message_error,
-)
+from .models import Compaction, Message, Prune, Record, Tombstone
 from .validation import first_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -85,31 +80,12 @@ def _decoded(cls: type[M], payload: str | bytes, where: str) -> M:
 
 
 def message(payload: str | bytes, where: str = "stored message") -> Message:
-    """The :class:`Message` of a stored message payload, built on first use
-    (:func:`~sessiondb.models.stored_message`).
-
-    The text is parsed and its value checked now, by the check every message passed
-    when it was written (:func:`~sessiondb.models.wire_message_error`); the model is
-    built from that value when first used. A value the check refuses (not written by
-    sessiondb, or by a release that stored what it no longer does) is validated now, as
-    before: read if validation accepts it, refused if not.
+    """The :class:`Message` of a stored message payload.
 
     Raises:
         CorruptRecordError: the text is not JSON, or not a message.
     """
-    try:  # jsoncodec.loads, without its calls
-        data = _orjson_loads(payload) if payload[:1] not in _EXACT_MARKS else None
-    except ValueError:
-        data = None
-    if data is None:
-        data = parse(payload, where)
-    if data.__class__ is dict and (
-        plain_stored_message(data)
-        # a string content is made a block by validation
-        or (not wire_message_error(data) and data["content"].__class__ is list)
-    ):
-        return stored_message(data, where)
-    return validated(Message, data, where)
+    return _decoded(Message, payload, where)
 
 
 def messages(payloads: Iterable[str]) -> list[Message]:

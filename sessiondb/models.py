@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasGenerator,
@@ -17,17 +17,14 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
     Tag,
     field_validator,
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
 
-from .errors import CorruptRecordError, InvalidInputError, brief
+from .errors import InvalidInputError, brief
 from .kinds import RecordKind as RecordKind
 
 # Every model builds its validator and serializer when first used, not at import: the
@@ -153,72 +150,6 @@ class Message(WireModel):
             return [{"type": "text", "text": value}]
         return value
 
-    # -- a message read back, built on first use (see :func:`stored_message`) -----------
-    #
-    # Every way in to the model's state passes through one of these, which builds the
-    # message first: attribute access (the fields and the slots left unset, through
-    # ``__getattr__``), serialisation (the wrap serializer: model_dump, model_dump_json,
-    # to_wire, a Record's dump), ==, iteration, repr, copies and pickling, assignment.
-    # The serializer costs every dump of a message ~1.3 µs here (3.8 µs against 2.5 for
-    # to_wire); pydantic-core reads the slots that build it before the fields today, but
-    # nothing promises that it always will.
-
-    @model_serializer(mode="wrap")
-    def _dump_built(self, handler: SerializerFunctionWrapHandler) -> Any:
-        _build(self)
-        return handler(self)
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        # The serializer above only builds the message; the JSON it writes is the
-        # fields', so its schema is too (not the ``{}`` of a serializer returning Any).
-        if handler.mode == "serialization" and schema.get("type") == "model":
-            schema = {k: v for k, v in schema.items() if k != "serialization"}
-        return handler(schema)
-
-    if not TYPE_CHECKING:  # keeps mypy's view of the fields (BaseModel does the same)
-
-        def __getattr__(self, name: str) -> Any:
-            if _build(self):
-                return getattr(self, name)
-            return super().__getattr__(name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        _build(self)
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name: str) -> None:
-        _build(self)
-        super().__delattr__(name)
-
-    def __eq__(self, other: object) -> bool:
-        _build(self)
-        if isinstance(other, Message):
-            _build(other)
-        return super().__eq__(other)
-
-    def __iter__(self) -> Any:
-        _build(self)
-        return super().__iter__()
-
-    def __repr_args__(self) -> Any:
-        _build(self)
-        return super().__repr_args__()
-
-    def __copy__(self) -> Message:
-        _build(self)
-        return super().__copy__()
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Message:
-        _build(self)
-        return super().__deepcopy__(memo)
-
-    def __getstate__(self) -> dict[Any, Any]:
-        _build(self)
-        return super().__getstate__()
-
     def text(self) -> str:
         """The message's text blocks joined by newlines."""
         return "\n".join(b.text for b in self.content if isinstance(b, TextContent))
@@ -226,54 +157,6 @@ class Message(WireModel):
     def tool_calls(self) -> list[ToolCallContent]:
         """The tool calls this message makes (assistant messages only)."""
         return [b for b in self.content if isinstance(b, ToolCallContent)]
-
-
-# The slot a message keeps its private attributes in (a Message has none): a message
-# read back keeps its stored value there (and where it was read, for an error), and
-# nothing in its other slots, until built.
-_PRIVATE = BaseModel.__dict__["__pydantic_private__"]
-_SET_PRIVATE = _PRIVATE.__set__
-_NEW = object.__new__
-_SET = object.__setattr__
-
-
-def stored_message(data: dict[str, Any], where: str = "stored message") -> Message:
-    """The :class:`Message` of a stored message's JSON value, built on first use.
-
-    A read hands back thousands of messages; validating each costs ~2.5 µs here, more
-    than parsing its text (~0.7 µs), and a caller may use few of them (a token count, the
-    last messages). So the message holds ``data`` until any of its state is first used,
-    then builds itself by ``Message.model_validate(data)``: the same model, field for
-    field, as an eager read; 0.1 µs until then.
-
-    ``data`` must have passed :func:`wire_message_error`, the check every stored message
-    passed when written (and a subset of what ``model_validate`` accepts), so that
-    building it cannot fail: a row that is not a message is refused by the read, not
-    later. Should the build fail anyway it raises :class:`CorruptRecordError`.
-    """
-    message = _NEW(Message)
-    _SET_PRIVATE(message, (data, where))  # a tuple: never a model's private values
-    return message
-
-
-def _build(message: Message) -> bool:
-    """Build ``message`` if it is a stored message not yet built; whether it was."""
-    try:
-        stored = _PRIVATE.__get__(message)
-    except AttributeError:  # a message being made (copy, unpickling): not a stored one
-        return False
-    if stored.__class__ is not tuple:
-        return False
-    data, where = stored
-    try:
-        built = Message.model_validate(data)
-    except ValueError as exc:  # pragma: no cover - the read's check refuses it first
-        raise CorruptRecordError(f"{where}: {exc}") from None
-    _SET(message, "__dict__", built.__dict__)
-    _SET(message, "__pydantic_fields_set__", built.__pydantic_fields_set__)
-    _SET(message, "__pydantic_extra__", built.__pydantic_extra__)
-    _SET(message, "__pydantic_private__", None)
-    return True
 
 
 class Compaction(WireModel):
@@ -531,70 +414,6 @@ def wire_message_error(data: Any) -> str | None:
     if usage is not None:
         return _usage_error(usage)
     return None
-
-
-# The fields of a message whose values the fast check below knows how to check.
-_PLAIN_FIELDS = frozenset(
-    ("role", "content", "toolCallId", "toolName", "isError", "uuid", "parentUuid", "usage")
-)
-_PLAIN_USAGE = frozenset(("input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"))
-
-
-def plain_stored_message(data: dict[str, Any]) -> bool:
-    """Whether ``data`` is a message of the usual shape that :func:`wire_message_error`
-    accepts, with its content a list of text and tool call blocks; ``False`` says only
-    that this check cannot tell (the full check then can).
-
-    A read checks every message it returns (:func:`stored_message`); this check takes
-    ~0.4 µs for the usual message here, the full one ~0.9 µs."""
-    role = data.get("role")
-    content = data.get("content")
-    if content.__class__ is not list or role.__class__ is not str or role not in _ROLES:
-        return False
-    for block in content:
-        if block.__class__ is not dict:
-            return False
-        kind = block.get("type")
-        if kind == "text":
-            if block.get("text").__class__ is not str:
-                return False
-        elif kind == "toolCall":
-            if block.get("id").__class__ is not str or block.get("name").__class__ is not str:
-                return False
-            if "arguments" in block and block["arguments"].__class__ is not dict:
-                return False
-        else:
-            return False
-    if len(data) == 2:
-        return role != "toolResult"
-    if not data.keys() <= _PLAIN_FIELDS:
-        return False
-    for key in _OPTIONAL_STR:
-        value = data.get(key)
-        if value is not None and value.__class__ is not str:
-            return False
-    if role == "toolResult":
-        if not data.get("toolCallId"):
-            return False
-    elif "isError" in data and data["isError"] is not None:
-        return False
-    is_error = data.get("isError")
-    if is_error is not None and is_error.__class__ is not bool:
-        return False
-    usage = data.get("usage")
-    if usage is not None:
-        if usage.__class__ is not dict or not usage.keys() <= _PLAIN_USAGE:
-            return False
-        for key in _USAGE_INTS:
-            if usage.get(key, 0).__class__ is not int:
-                return False
-        total = usage.get("totalTokens")
-        cost = usage.get("cost")
-        if (total is not None and total.__class__ is not int) or (
-            cost is not None and cost.__class__ is not dict
-        ):
-            return False
-    return True
 
 
 def wire_message(

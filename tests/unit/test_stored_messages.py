@@ -1,8 +1,7 @@
-"""A message read back is built on first use (``models.stored_message``): whichever way
-it is first touched, it is the message an eager read gives, and a Record of it is the
-Record validation builds. Each case touches a fresh message, so each path is the first
-(serialisation, nested in a Record too, goes through pydantic-core: this pins that it
-builds the message before reading its fields)."""
+"""A message read back (``decode.message``) is the message validation builds, however it
+is used first, and the Record a read builds of it without validating again
+(``decode.message_record``) is the Record validation builds. Each case touches a fresh
+message, so each path is the first. A value that is no message is refused by the read."""
 
 from __future__ import annotations
 
