@@ -96,7 +96,9 @@ def to_messages(rows: ContextRows) -> list[Message]:
             pruned_message(m, markers[seq]) if seq in markers else m
             for seq, m in zip(rows.seqs, messages, strict=True)
         ]
-    if any(extra and _RESPONSE_FIELD in extra for extra in map(_EXTRA, messages)):
+    # Only a stored text naming a response can be part of one: a look at the texts
+    # (a substring test each) instead of each message's extra fields.
+    if any(map(_NAMES_RESPONSE, rows.messages)):
         groups = response_groups([(m.role, _response_of(m)) for m in messages])
         messages = [_merged_message([messages[i] for i in g]) for g in groups]
     out.extend(messages)
@@ -138,9 +140,8 @@ def json_array(rows: ContextRows) -> str:
 _EXACT_START = operator.methodcaller("startswith", " ")
 
 
-# A split response's parts carry its id as an extra field; a message without extra
-# fields (nearly all) is not one (``_response_of``).
-_EXTRA = operator.attrgetter("__pydantic_extra__")
+# Whether a stored text may name a response: any spelling of its JSON holds the name.
+_NAMES_RESPONSE = operator.methodcaller("__contains__", '"responseId"')
 
 
 # -- split responses ----------------------------------------------------------------------
@@ -149,7 +150,6 @@ _EXTRA = operator.attrgetter("__pydantic_extra__")
 # so a payload without this substring is not a part of a split response; one that has
 # it (perhaps inside a text) is parsed to find out.
 _RESPONSE_KEY = '"responseId":'
-_RESPONSE_FIELD = "responseId"
 
 
 def response_groups(messages: Sequence[tuple[str | None, str | None]]) -> list[list[int]]:

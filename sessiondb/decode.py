@@ -13,18 +13,27 @@ integer over 64 bits), is read as before: the exact parser, then ``model_validat
 So every payload reads as it read before, and one that no validation accepts (a row
 not written by sessiondb, or changed since) is refused with
 :class:`~sessiondb.errors.CorruptRecordError`, never returned half-built.
+
+A message built on first use instead (its value parsed and checked now, the model built
+when touched) made ``context()`` itself 1.8 times faster, but a caller that then uses
+each message (``to_wire()``, ``text()``) 1.3 to 1.4 times slower (200 messages on
+SQLite: context plus ``to_wire`` of each 2.17 ms against 1.65 ms), and every dump of a
+message 1.3 µs dearer: reads are for using the messages, so they are built now.
+A message's :class:`~sessiondb.models.Record` is built without validating it again
+(:func:`message_record`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from . import jsoncodec
 from .errors import CorruptRecordError, brief
-from .models import Compaction, Message, Prune, Tombstone
+from .models import Compaction, Message, Prune, Record, Tombstone
 from .validation import first_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -82,6 +91,65 @@ def message(payload: str | bytes, where: str = "stored message") -> Message:
 def messages(payloads: Iterable[str]) -> list[Message]:
     """:func:`message` of each payload, in order."""
     return [message(p) for p in payloads]
+
+
+def message_record(
+    session_id: Any, seq: Any, created_at: datetime, uuid: Any, payload: str
+) -> Record | None:
+    """The :class:`Record` of a stored message row, its message as :func:`message`
+    reads it; ``None`` if a column is not of the type sessiondb writes there (a row of
+    SQLite, whose columns take any value), which ``Record``'s validation then judges.
+
+    Raises:
+        CorruptRecordError: the payload is not JSON, or not a message.
+    """
+    if (
+        session_id.__class__ is not str
+        or seq.__class__ is not int
+        or (uuid is not None and uuid.__class__ is not str)
+    ):
+        return None
+    return _message_record(session_id, seq, created_at, uuid, message(payload))
+
+
+_RECORD_SLOTS = (
+    BaseModel.__dict__["__dict__"].__set__,
+    BaseModel.__dict__["__pydantic_fields_set__"].__set__,
+    BaseModel.__dict__["__pydantic_extra__"].__set__,
+    BaseModel.__dict__["__pydantic_private__"].__set__,
+)
+_MESSAGE_RECORD_SET = frozenset(("session_id", "seq", "kind", "created_at", "uuid", "message"))
+
+
+def _message_record(
+    session_id: str, seq: int, created_at: datetime, uuid: str | None, message: Message
+) -> Record:
+    """The :class:`Record` of a stored message, as ``Record(session_id=…, seq=…,
+    kind="message", created_at=…, uuid=…, message=…)`` builds it, without validating
+    again what the caller has checked: ``session_id`` a str, ``seq`` an int,
+    ``created_at`` an aware datetime, ``uuid`` a str or None. 0.4 µs, against 2.4 µs
+    for the validation."""
+    record = object.__new__(Record)
+    set_dict, set_fields, set_extra, set_private = _RECORD_SLOTS
+    set_dict(
+        record,
+        {
+            "session_id": session_id,
+            "seq": seq,
+            "kind": "message",
+            "created_at": created_at,
+            "uuid": uuid,
+            "message": message,
+            "compaction": None,
+            "tombstone": None,
+            "prune": None,
+            "entry": None,
+        },
+    )
+    set_fields(record, set(_MESSAGE_RECORD_SET))
+    set_extra(record, None)
+    set_private(record, None)
+    return record
 
 
 def compaction(payload: str | bytes, where: str = "stored compaction") -> Compaction:

@@ -1,0 +1,116 @@
+"""A message read back (``decode.message``) is the message validation builds, however it
+is used first, and the Record a read builds of it without validating again
+(``decode.message_record``) is the Record validation builds. Each case touches a fresh
+message, so each path is the first. A value that is no message is refused by the read."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from sessiondb import CorruptRecordError, decode, jsoncodec
+from sessiondb.models import Message, Record
+
+_MESSAGES: list[dict[str, Any]] = [
+    {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "on it"},
+            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a"}},
+            {"type": "thinking", "thinking": "hm"},
+            {"type": "redacted", "data": [1, {"x": None}]},
+        ],
+        "usage": {"input": 3, "output": 4, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 1}},
+        "responseId": "r1",
+        "uuid": "u1",
+    },
+    {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [], "isError": True},
+    {"role": "user", "content": "a string becomes a block"},
+]
+
+_TOUCHES: dict[str, Callable[[Message], Any]] = {
+    "model_dump": lambda m: m.model_dump(),
+    "model_dump unset": lambda m: m.model_dump(by_alias=True, exclude_unset=True),
+    "model_dump_json": lambda m: m.model_dump_json(),
+    "to_wire": lambda m: m.to_wire(),
+    "field": lambda m: (m.role, m.content, m.usage, m.uuid),
+    "extra field": lambda m: m.model_extra,
+    "fields set": lambda m: m.model_fields_set,
+    "repr": repr,
+    "iteration": lambda m: list(m),
+    "copy": lambda m: copy.copy(m).model_dump(),
+    "deepcopy": lambda m: copy.deepcopy(m).model_dump(),
+    "model_copy": lambda m: m.model_copy(update={"uuid": "x"}).model_dump(),
+    "pickle": lambda m: pickle.loads(pickle.dumps(m)).model_dump(),
+    "text": lambda m: m.text(),
+    "in a record's dump": lambda m: _record(m).model_dump(),
+    "in a record's json": lambda m: _record(m).model_dump_json(),
+}
+
+_AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _record(message: Message) -> Record:
+    return Record(session_id="s", seq=1, kind="message", created_at=_AT, message=message)
+
+
+@pytest.mark.parametrize("data", _MESSAGES)
+@pytest.mark.parametrize("touch", list(_TOUCHES))
+def test_a_read_message_is_the_eager_one_however_first_touched(
+    data: dict[str, Any], touch: str
+) -> None:
+    text = jsoncodec.dumps(data)
+    expected = Message.model_validate(data)
+    assert _TOUCHES[touch](decode.message(text)) == _TOUCHES[touch](expected)
+    assert decode.message(text) == expected
+    assert expected == decode.message(text)
+    message = decode.message(text)
+    message.uuid = "changed"
+    expected_changed = expected.model_copy()
+    expected_changed.uuid = "changed"
+    assert message == expected_changed
+    assert message.model_fields_set == expected_changed.model_fields_set
+
+
+def test_a_message_record_is_the_validated_record() -> None:
+    text = jsoncodec.dumps(_MESSAGES[1])
+    got = decode.message_record("s", 7, _AT, "u1", text)
+    expected = Record(
+        session_id="s",
+        seq=7,
+        kind="message",
+        created_at=_AT,
+        uuid="u1",
+        message=Message.model_validate(_MESSAGES[1]),
+    )
+    assert got is not None
+    assert got == expected
+    assert got.model_fields_set == expected.model_fields_set
+    assert got.model_dump() == expected.model_dump()
+    assert repr(got) == repr(expected)
+    # Columns of another type than sessiondb writes are left to Record's validation.
+    assert decode.message_record(7, 7, _AT, None, text) is None
+    assert decode.message_record("s", "7", _AT, None, text) is None
+    assert decode.message_record("s", 7, _AT, 1, text) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"role": "user", "content": [{"type": "text", "text": 5}]},
+        {"role": "user", "content": [{"type": "toolCall", "id": "c", "name": 1}]},
+        {"role": "user", "content": [{"type": "image", "data": "x"}]},
+        {"role": "robot", "content": []},
+        {"role": "user", "content": [], "usage": {"input": "many"}},
+        {"role": "user", "content": [7]},
+    ],
+)
+def test_a_value_that_is_no_message_is_refused_by_the_read(data: dict[str, Any]) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode.message(jsoncodec.dumps(data))
