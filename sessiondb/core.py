@@ -28,7 +28,7 @@ from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
 from .combine import Combiner
 from .config import Settings
-from .context import splits_tool_pair
+from .context import splits_tool_pair, texts_array
 from .crypto import KeyProvider
 from .errors import (
     ConfigurationError,
@@ -320,6 +320,17 @@ class Core:
         if not rows:
             raise SessionNotFoundError(session_id, self.namespace)
         return session_info(rows[0])
+
+    async def context_json(self, session_id: str) -> str | None:
+        """``SessionStore.context_json`` in the common case, by the one-column statement
+        (:func:`statements.context_texts`); ``None`` when it takes the context statement:
+        a fork or a prune record (they need seqs), sealed payloads (opened by their
+        row's seq), or no such session (the other path says so)."""
+        if self.encrypted:
+            return None
+        bound = q.context_texts(session_id, self.namespace)
+        rows = await self.backend.fetch(bound, plain=True)
+        return texts_array(rows) if rows else None
 
     # -- appends ------------------------------------------------------------------------
 
