@@ -538,11 +538,10 @@ class SessionStore(FeatureFunctions):
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: ``last`` is not a non-negative int.
         """
-        rows = await self._context_rows(session_id, last)
-        if last is not None and rows.compaction is not None and len(rows.messages) >= last:
-            # The summary is older than the last ``last`` messages.
-            rows = ctx.ContextRows(rows.head, None, rows.messages, rows.seqs, rows.prunes)
-        return ctx.json_array(rows)
+        text = await self._core.context_json(check_session_id(session_id)) if last is None else None
+        if text is not None:
+            return text
+        return ctx.json_array(await self._context_rows(session_id, last), last)
 
     async def _context_rows(self, session_id: str, last: int | None = None) -> ctx.ContextRows:
         check_session_id(session_id)

@@ -9,6 +9,7 @@ settles on for a statement it runs again and again. The plan is written to
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
         ns = store.namespace
         root_plan = await _generic_plan(pg_url, q.context(sid, ns, q.POSTGRES))
         child_plan = await _generic_plan(pg_url, q.context(child.id, ns, q.POSTGRES))
+        texts_plan = await _generic_plan(pg_url, q.context_texts(sid, ns))
         probe_plan = await _generic_plan(
             pg_url,
             q.nearest_message(sid, ns, roles=("assistant",), at_or_before=19_500),
@@ -69,18 +71,22 @@ async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
             + "\n".join(root_plan)
             + "\n\n-- context of a fork of it (lineage of two sessions)\n"
             + "\n".join(child_plan)
+            + "\n\n-- context_json's texts of the session (no fork, no prune)\n"
+            + "\n".join(texts_plan)
             + "\n\n-- tool-pair window probe (last assistant at or before a seq)\n"
             + "\n".join(probe_plan)
             + "\n"
         )
         print(PLAN_FILE.read_text())
 
-        for plan in (root_plan, child_plan, probe_plan):
+        for plan in (root_plan, child_plan, texts_plan, probe_plan):
             shown = "\n".join(plan)
             assert "Seq Scan on sessiondb_records" not in shown, shown
             assert "Index Scan" in shown and "on sessiondb_records" in shown, shown
         # The kept range is an index range scan bounded by first_kept_seq.
-        assert any("seq >= COALESCE" in line for line in root_plan), "\n".join(root_plan)
+        for plan in (root_plan, texts_plan):
+            assert any("seq >= COALESCE" in line for line in plan), "\n".join(plan)
+        assert "Sort" not in "\n".join(texts_plan)  # the index's order is the seq order
 
         # And the query gives the right answer over this history.
         context = await store.context(sid)
@@ -90,3 +96,6 @@ async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
         child_context = await store.context(child.id)
         assert len(child_context) == len(context) - 1 + 1
         assert child_context[-1].text() == "child question"
+        for session in (sid, child.id):  # by the texts, and by the context statement
+            wire = [m.to_wire() for m in await store.context(session)]
+            assert json.loads(await store.context_json(session)) == wire

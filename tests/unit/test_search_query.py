@@ -189,3 +189,14 @@ def test_snippet_of_a_phrase_marks_its_words_and_without_a_match_starts_the_text
     assert [shown[a:b] for a, b in spans] == ["main", "py"]
     shown, spans = snippet("nothing here at all", parse("absent"))
     assert shown == "nothing here at all" and spans == ()
+
+
+def test_snippet_marks_the_same_words_in_ascii_and_other_text() -> None:
+    # An ASCII text is searched lowered, any other with IGNORECASE: the same marks.
+    for text in ("we DEPLOY now, Deploy again", "we DEPLOY now, Deploy again, café"):
+        shown, spans = snippet(text, parse("deploy"))
+        assert [shown[a:b] for a, b in spans] == ["DEPLOY", "Deploy"]
+    shown, spans = snippet("at the CAFÉ, deploy", parse("café Deploy"))  # a non-ASCII word
+    assert [shown[a:b] for a, b in spans] == ["CAFÉ", "deploy"]
+    shown, spans = snippet("redeploy deployed", parse("deploy"))
+    assert spans == ()  # not word starts, not whole words
