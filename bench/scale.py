@@ -46,9 +46,10 @@ BYTES_PER_RECORD = 2500
 REPS = 3
 # S6b's word, a tool's name: in the tool call and the tool result of every fourth turn
 # (bench.data.conversation). Every hit is ranked before the page is cut, so one search
-# takes seconds on the scale database: timed a few times only.
+# takes seconds on the scale database (2.8 s over 1M records on Postgres): timed a few
+# times only.
 COMMON = "bash"
-COMMON_REPS = 5
+COMMON_REPS = 3
 
 
 @dataclass(frozen=True)
@@ -376,13 +377,19 @@ async def _search(run: Run, server: Server, pair: Pair, stores: Stores, tag: str
         got = len((await store.search(NEEDLE, limit=20)).hits)
         if got != NEEDLE_RECORDS:
             raise BenchError(f"{built.label}: search found {got} records, not {NEEDLE_RECORDS}")
-        if len((await store.search(COMMON, limit=20)).hits) != 20:
-            raise BenchError(f"{built.label}: search found fewer than 20 records of {COMMON!r}")
     big_call, quick_call = (_call(store.search, NEEDLE, limit=20) for store in stores)
     big_s, quick_s = await compare(big_call, quick_call, reps=REPS * s.search_reps, warmup=5)
     name = f"S6 search, {NEEDLE_RECORDS} hits, page of 20 {tag}"
     results = [Result(name, server.backend, big_s, quick_s, GOAL)]
-    big_call, quick_call = (_call(store.search, COMMON, limit=20) for store in stores)
+    big_call, quick_call = (_full_page(store, COMMON) for store in stores)
     big_s, quick_s = await compare(big_call, quick_call, reps=COMMON_REPS, warmup=1, block=1)
     name = f"S6b search a word of 1 record in 8, page of 20 {tag}"
     return [*results, Result(name, server.backend, big_s, quick_s, GOAL)]
+
+
+def _full_page(store: SessionStore, word: str) -> Call:
+    async def call() -> None:
+        if len((await store.search(word, limit=20)).hits) != 20:
+            raise BenchError(f"search found fewer than 20 records of {word!r}")
+
+    return call
