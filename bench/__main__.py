@@ -128,7 +128,8 @@ SCALE_NOTES = """\
   S3 a deep page of list_sessions (keyset; page 200 of 50 unless the quick one is smaller)
   S4 store.fork of that compacted session
   S5 store.import_path of figure 8's Claude Code directory (deleted again after each run)
-  S6 search: a place kept for it (store.search is not in this sessiondb yet)"""
+  S6 store.search of a word planted in the same 12 records of both databases (page of 20)
+  S6b store.search of a word in every eighth record (its hits grow with the database)"""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

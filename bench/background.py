@@ -9,6 +9,13 @@ sessions forks of an earlier one; a key on half of them and external uuids on a 
 service's appends do, so a session's records are spread over the heap and the indexes
 grow by random inserts, not in key order. Timestamps run over the year before now.
 
+The search index is filled as sessiondb's writes fill it: each record's text taken out
+of its payload by ``sessiondb.search_text``, and on Postgres its ``search`` column made
+by the store's own expression (``statements.search_vector``, the store's default
+configuration), on SQLite a row of the FTS5 table with the record's rowid. A word the
+corpus never makes (``search.NEEDLE``) is planted in ``NEEDLE_RECORDS`` user messages
+spread evenly over the year, whatever the size: the search figure's hits.
+
 The rows go in with the bulk path of each driver: COPY (asyncpg) on Postgres,
 ``executemany`` in transactions of ``CHUNK`` rows on SQLite, into the migrated schema
 with every index in place, so that they grow by random inserts as a service's do. Only
@@ -24,16 +31,25 @@ from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from time import perf_counter
 from typing import Any
 
 import asyncpg
 import orjson
+from sqlalchemy import Text, bindparam, func, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from ulid import ULID
+
+from sessiondb import search_text, statements
+from sessiondb.backends.base import Compiler
 
 from . import data
 from .databases import Database
 from .floors import sqlite_connect
+from .search import NEEDLE, NEEDLE_RECORDS
 
 TURN_RECORDS = data.TURN
 COMPACT_EVERY = 20  # turns
@@ -51,11 +67,15 @@ SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
 """
 SPAN = timedelta(days=365)
 NAMESPACE = "default"
+SEARCH_CONFIG = "simple"  # the store's default (Settings.search_config)
 
 RECORD_COLUMNS = (
     "session_id", "seq", "kind", "role", "created_at", "uuid", "tool_call_id",
     "target_seq", "first_kept_seq", "size", "payload",
 )  # fmt: skip
+#: A record row is these columns, then what the search index takes of the record
+#: (``search_text.IndexSource``), as sessiondb's own rows are.
+SOURCE = len(RECORD_COLUMNS)
 SESSION_COLUMNS = (
     "id", "namespace", "name", "created_at", "last_message_at", "model", "source", "key",
     "last_seq", "message_count", "input_tokens", "output_tokens", "cache_read_tokens",
@@ -81,11 +101,15 @@ class Loaded:
     middle_id: str  # a session from the middle of the year (the append figure's)
 
 
+Source = search_text.IndexSource
+
+
 @dataclass
 class _Turn:
-    """One pooled turn: its four messages' (role, tool_call_id, size, payload) and usage."""
+    """One pooled turn: its four messages' (role, tool_call_id, size, payload, index
+    source) and usage."""
 
-    rows: list[tuple[str, str | None, int, str]]
+    rows: list[tuple[str, str | None, int, str, Source]]
     tokens: tuple[int, int, int, int, float]
     name: str
 
@@ -99,7 +123,8 @@ def turn_pool(seed: int, corpus: data.Corpus) -> list[_Turn]:
         cost = 0.0
         for m in messages[t * TURN_RECORDS : (t + 1) * TURN_RECORDS]:
             payload = orjson.dumps(m).decode()
-            rows.append((m["role"], m.get("toolCallId"), len(payload), payload))
+            source = search_text.payload_index_source("message", payload)
+            rows.append((m["role"], m.get("toolCallId"), len(payload), payload, source))
             usage = m.get("usage") or {}
             for i, k in enumerate(("input", "output", "cacheRead", "cacheWrite")):
                 tokens[i] += usage.get(k, 0)
@@ -155,6 +180,11 @@ class Plan:
                 self.first_step[i] = step
             self.last_step[i] = step
         self.pool_offset = array("i", (rng.randrange(POOL_TURNS) for _ in range(n)))
+        # The steps whose user message holds the needle: evenly spread over the year.
+        steps = len(self.order)
+        self.needle_steps = frozenset(
+            (k * steps + steps // 2) // NEEDLE_RECORDS for k in range(NEEDLE_RECORDS)
+        )
 
     def compacts(self, i: int) -> bool:
         return self.turns[i] > COMPACT_MIN
@@ -219,11 +249,25 @@ def _compaction_payload(first_kept: int) -> str:
     ).decode()
 
 
+def _with_needle(
+    row: tuple[str, str | None, int, str, Source],
+) -> tuple[str, str | None, int, str, Source]:
+    """A pooled user message with :data:`NEEDLE` in the middle of its text."""
+    message = orjson.loads(row[3])
+    text = message["content"][0]["text"]
+    message["content"][0]["text"] = f"{text} {NEEDLE} {text}"
+    payload = orjson.dumps(message).decode()
+    source = search_text.payload_index_source("message", payload)
+    return row[0], row[1], len(payload), payload, source
+
+
 def record_rows(
     plan: Plan, ids: list[str], pool: list[_Turn], clock: Clock, stamp: Callable[[datetime], Any]
 ) -> Iterator[tuple[Any, ...]]:
-    """Every record, in the interleaved order of the turns."""
+    """Every record, in the interleaved order of the turns: its columns
+    (:data:`RECORD_COLUMNS`), then its index source."""
     done = array("i", [0] * len(plan.turns))
+    summary = search_text.index_source("compaction", {"summary": data.COMPACTION_SUMMARY})
     for step, i in enumerate(plan.order):
         u = done[i] + 1
         done[i] = u
@@ -231,10 +275,16 @@ def record_rows(
         at = stamp(clock.at(step))
         seq = plan.seq_after(i, u - 1)
         with_uuid = i % 3 == 0
-        for role, tool_call_id, size, payload in pool[(plan.pool_offset[i] + u) % POOL_TURNS].rows:
+        rows = pool[(plan.pool_offset[i] + u) % POOL_TURNS].rows
+        if step in plan.needle_steps:
+            rows = [_with_needle(rows[0]), *rows[1:]]
+        for role, tool_call_id, size, payload, source in rows:
             seq += 1
             uuid = f"{i:08x}-{seq:04x}-4000-8000-{step:012x}" if with_uuid else None
-            yield (sid, seq, "message", role, at, uuid, tool_call_id, None, None, size, payload)
+            yield (
+                sid, seq, "message", role, at, uuid, tool_call_id, None, None, size, payload,
+                source,
+            )  # fmt: skip
         if plan.compacts(i) and u % COMPACT_EVERY == 0:
             # Keep the last KEEP_TURNS turns: from the user message that opened the first.
             first_kept = plan.seq_after(i, u - KEEP_TURNS) + 1
@@ -242,7 +292,7 @@ def record_rows(
             seq += 1
             yield (
                 sid, seq, "compaction", None, at, None, None, None, first_kept, len(payload),
-                payload,
+                payload, summary,
             )  # fmt: skip
         if plan.tomb_turn[i] == u:
             payload = orjson.dumps({"targetSeq": seq, "reason": None}).decode()
@@ -250,6 +300,7 @@ def record_rows(
             seq += 1
             yield (
                 sid, seq, "tombstone", None, at, None, None, target, None, len(payload), payload,
+                None,
             )  # fmt: skip
 
 
@@ -289,9 +340,21 @@ async def load(
             foreign_keys = await conn.fetch(PG_FOREIGN_KEYS)
             for fk in foreign_keys:
                 await conn.execute(f'ALTER TABLE sessiondb_records DROP CONSTRAINT "{fk[0]}"')
+            # The index's vectors travel in COPY's binary form, made by the server with
+            # the store's expression once per distinct text (the pool's turns repeat).
+            await conn.set_type_codec(
+                "tsvector", schema="pg_catalog", encoder=_same, decoder=_same, format="binary"
+            )
+            vectors: dict[Source, bytes] = {}
             for chunk in _chunks(record_rows(plan, ids, pool, clock, lambda at: at), CHUNK):
+                await _add_vectors(conn, vectors, chunk)
                 await conn.copy_records_to_table(
-                    "sessiondb_records", records=chunk, columns=RECORD_COLUMNS
+                    "sessiondb_records",
+                    records=[
+                        (*r[:SOURCE], None if r[SOURCE] is None else vectors[r[SOURCE]])
+                        for r in chunk
+                    ],
+                    columns=(*RECORD_COLUMNS, "search"),
                 )
                 written += len(chunk)
                 if written % (CHUNK * 10) == 0:
@@ -312,8 +375,9 @@ async def load(
                 _sqlite_insert("sessiondb_sessions", SESSION_COLUMNS),
                 list(session_rows(plan, ids, pool, clock, _sqlite_text)),
             )
+            index = _sqlite_index()
             for chunk in _chunks(record_rows(plan, ids, pool, clock, _sqlite_text), CHUNK):
-                _sqlite_batch(conn3, insert, chunk)
+                _sqlite_records(conn3, insert, index, chunk)
                 written += len(chunk)
                 if written % (CHUNK * 10) == 0:
                     log(f"sqlite: {written:,} records ({perf_counter() - started:.0f} s)")
@@ -323,6 +387,65 @@ async def load(
     while plan.parent[middle] >= 0 and middle + 1 < len(ids):
         middle += 1
     return Loaded(written, len(ids), perf_counter() - started, ids[middle])
+
+
+def _same(value: bytes) -> bytes:
+    return value
+
+
+@cache
+def _vectors_statement() -> tuple[str, tuple[str, ...]]:
+    """Postgres: the search vectors of arrays of texts (``body``, ``thinking``), in
+    their order, made by the expression the store's inserts use."""
+    texts = (
+        func.unnest(
+            bindparam("body", type_=ARRAY(Text())), bindparam("thinking", type_=ARRAY(Text()))
+        )
+        .table_valued("body", "thinking", with_ordinality="i")
+        .render_derived(name="texts")
+    )
+    stmt = select(statements.search_vector(texts.c.body, texts.c.thinking)).order_by(texts.c.i)
+    compiled = Compiler(asyncpg_dialect())(stmt)  # type: ignore[no-untyped-call]
+    return compiled.sql, compiled.names
+
+
+async def _add_vectors(
+    conn: asyncpg.Connection, vectors: dict[Source, bytes], chunk: list[tuple[Any, ...]]
+) -> None:
+    """Put the vector of every index source of ``chunk`` into ``vectors``."""
+    new = list({r[SOURCE] for r in chunk if r[SOURCE] is not None} - vectors.keys())
+    if not new:
+        return
+    sql, names = _vectors_statement()
+    params = {
+        "body": [s[0] for s in new],
+        "thinking": [s[1] for s in new],
+        "search_config": SEARCH_CONFIG,
+    }
+    made = await conn.fetch(sql, *(params[n] for n in names))
+    vectors.update(zip(new, (row[0] for row in made), strict=True))
+
+
+def _sqlite_index() -> str:
+    """SQLite: the store's statement that indexes one record in the FTS5 table."""
+    compiled = Compiler(sqlite_dialect(paramstyle="qmark"))(statements.INDEX_RECORD_SQLITE)
+    if compiled.names != ("body", "thinking", "sid", "seq"):
+        raise AssertionError(f"the index statement's parameters changed: {compiled.names}")
+    return compiled.sql
+
+
+def _sqlite_records(
+    conn: sqlite3.Connection, insert: str, index: str, rows: list[tuple[Any, ...]]
+) -> None:
+    """One transaction: the records, then their rows of the FTS5 table."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.executemany(insert, [r[:SOURCE] for r in rows])
+        conn.executemany(index, [(*r[SOURCE], r[0], r[1]) for r in rows if r[SOURCE] is not None])
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _sqlite_insert(table: str, columns: tuple[str, ...]) -> str:

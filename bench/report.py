@@ -167,8 +167,9 @@ def footprint_table(rows: list[Footprint]) -> str:
 
 
 FOOTPRINT_NOTES = (
-    "B/rec: bytes per record of the records table (Postgres: heap + TOAST; SQLite: its",
-    "  pages, dbstat) and of its indexes (pg_indexes_size; SQLite: the indexes' pages).",
+    "B/rec: bytes per record of the records table (Postgres: heap + TOAST, the search",
+    "  column too; SQLite: its pages, dbstat) and of its indexes (pg_indexes_size, the",
+    "  search GIN index among them; SQLite: the indexes' pages and the FTS5 tables').",
     "ANALYZE: of every table and column (SQLite: its statistics removed again afterwards,",
     "  as sessiondb's plans run without them); sessiondb ANALYZE: the one an import runs.",
 )

@@ -25,22 +25,31 @@ from typing import Any
 import asyncpg
 
 from sessiondb import SessionStore, statements
+from sessiondb.tables import SEARCH
 
 from . import background, data
 from .databases import BenchError, Database, Server
 from .figures import Run, claude_code_source, compacted
 from .report import Footprint, Goal, Result
+from .search import NEEDLE, NEEDLE_RECORDS
 from .sizes import Sizes, count
 from .timing import compare
 
 GOAL = Goal("<=", 1.25)
-# Disk a loaded record takes, with room to spare: ~0.9 KB of table and indexes (the
-# footprint table shows the measured figure) and the WAL of the load until a checkpoint.
-BYTES_PER_RECORD = 1500
+# Disk a loaded record takes, with room to spare: ~1.8 KB of table and indexes with the
+# search index (the footprint table shows the measured figure) and the WAL of the load
+# until a checkpoint.
+BYTES_PER_RECORD = 2500
 # Each figure is timed this many times as often as at quick size: the ratio is of two
 # sessiondb figures, each as noisy as the other on a shared machine (a first run with
 # figure 6's 30 forks read 1.61, repeats of 100 read 0.75-1.03 on the same databases).
 REPS = 3
+# S6b's word, a tool's name: in the tool call and the tool result of every fourth turn
+# (bench.data.conversation). Every hit is ranked before the page is cut, so one search
+# takes seconds on the scale database (2.8 s over 1M records on Postgres): timed a few
+# times only.
+COMMON = "bash"
+COMMON_REPS = 3
 
 
 @dataclass(frozen=True)
@@ -194,8 +203,10 @@ SELECT c.relname AS name,
 async def _footprint(
     db: Database, label: str, loaded: background.Loaded, analyze_s: float, ours_s: float
 ) -> Footprint:
-    """Table and index bytes per record (Postgres: the heap with its TOAST, and every
-    index of the table; SQLite: dbstat's pages of the table and of its indexes)."""
+    """Table and index bytes per record (Postgres: the heap with its TOAST, the search
+    index's ``search`` column included, and every index of the table; SQLite: dbstat's
+    pages of the table and of its indexes, the FTS5 tables of the search index among
+    them, its copy of the text included)."""
     sizes: dict[str, tuple[int, int]] = {}
     if db.backend == "postgres":
         conn = await asyncpg.connect(db.dsn)
@@ -210,6 +221,8 @@ async def _footprint(
             pages = dict(conn3.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"))
             for table in ("sessiondb_records", "sessiondb_sessions"):
                 indexes = [r[1] for r in conn3.execute(f"PRAGMA index_list({table})")]
+                if table == "sessiondb_records":  # and the search index: FTS5's tables
+                    indexes += [name for name in pages if name.startswith(f"{SEARCH}_")]
                 sizes[table] = (int(pages[table]), sum(int(pages.get(i, 0)) for i in indexes))
         finally:
             conn3.close()
@@ -351,20 +364,32 @@ async def _vacuum(db: Database) -> None:
         await conn.close()
 
 
-# -- S6: search -- THE PLACE FOR THE SEARCH FIGURE ------------------------------------
-#
-# store.search is being built on another branch (sessiondb/search.py). When it lands,
-# this figure measures ``store.search(<a word of the corpus>, limit=20)`` on the scale
-# database against the quick one (scale / quick, goal <= 1.25), and a deep page of its
-# hits through ``next_cursor``. Before that: the background load must fill whatever
-# search indexes (if it is not a generated column, ``background.record_rows`` has to
-# write it as the append does), and the figure must check it finds hits on both sides,
-# or it measures an empty index.
+# -- S6: search ------------------------------------------------------------------------
 
 
 async def _search(run: Run, server: Server, pair: Pair, stores: Stores, tag: str) -> list[Result]:
-    if not hasattr(stores[0], "search"):
-        run.log(f"{server.backend}: S6 search skipped: this sessiondb has no store.search")
-        return []
-    run.log(f"{server.backend}: S6 search: store.search exists, the figure is not written yet")
-    return []
+    """store.search of a word planted in the same :data:`NEEDLE_RECORDS` records of both
+    backgrounds (the hits are the same, only the history around them grows), and of a
+    common word: :data:`COMMON` is in every eighth record, so its hits grow with the
+    database."""
+    s = run.sizes
+    for built, store in zip(pair, stores, strict=True):
+        got = len((await store.search(NEEDLE, limit=20)).hits)
+        if got != NEEDLE_RECORDS:
+            raise BenchError(f"{built.label}: search found {got} records, not {NEEDLE_RECORDS}")
+    big_call, quick_call = (_call(store.search, NEEDLE, limit=20) for store in stores)
+    big_s, quick_s = await compare(big_call, quick_call, reps=REPS * s.search_reps, warmup=5)
+    name = f"S6 search, {NEEDLE_RECORDS} hits, page of 20 {tag}"
+    results = [Result(name, server.backend, big_s, quick_s, GOAL)]
+    big_call, quick_call = (_full_page(store, COMMON) for store in stores)
+    big_s, quick_s = await compare(big_call, quick_call, reps=COMMON_REPS, warmup=1, block=1)
+    name = f"S6b search a word of 1 record in 8, page of 20 {tag}"
+    return [*results, Result(name, server.backend, big_s, quick_s, GOAL)]
+
+
+def _full_page(store: SessionStore, word: str) -> Call:
+    async def call() -> None:
+        if len((await store.search(word, limit=20)).hits) != 20:
+            raise BenchError(f"search found fewer than 20 records of {word!r}")
+
+    return call

@@ -64,7 +64,7 @@ class ConnectOptions:
             most; the store never opens more than ``pool_max_size`` at once, plus one
             while it migrates.
         server_settings: run-time parameters for every connection (``application_name``
-            defaults to ``sessiondb``).
+            defaults to ``sessiondb``, ``jit`` to ``off``).
         ssl: what asyncpg's ``ssl`` takes (an ``ssl.SSLContext``, ``True``, or a libpq
             mode such as ``"require"``); ``sslmode`` in the URL does the same.
         connect_args: further keyword arguments for ``asyncpg.connect``.

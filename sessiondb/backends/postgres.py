@@ -37,7 +37,7 @@ from ..errors import (
 )
 from ..tables import RECORDS
 from .base import Compiler, IntegrityViolation, Row, retrying
-from .pg_options import check_connect_args, connect_kwargs, servers_of
+from .pg_options import Connector, check_connect_args, connect_kwargs, servers_of
 from .replicas import Mark, lsn_value
 
 T = TypeVar("T")
@@ -150,6 +150,7 @@ class PostgresBackend:
         self._asyncpg = _import_asyncpg()
         self._settings = settings
         self._kwargs = connect_kwargs(settings)
+        self._connect = Connector(self._asyncpg, settings)
         check_connect_args(self._asyncpg, settings.connect.connect_args)
         self._where = servers_of(self._kwargs)
         self._timeout: float | None = self._kwargs.get("timeout")
@@ -177,6 +178,7 @@ class PostgresBackend:
                             min_size=opts.pool_min_size,
                             max_size=opts.pool_max_size,
                             reset=_no_reset,
+                            connect=self._connect,
                             **self._kwargs,
                         )
                     except BaseException as exc:
@@ -389,11 +391,11 @@ class PostgresBackend:
         from sqlalchemy.ext.asyncio import create_async_engine
         from sqlalchemy.pool import NullPool
 
-        asyncpg = self._asyncpg
+        connector = self._connect
         kwargs = self._kwargs
 
         async def connect() -> Any:
-            return await asyncpg.connect(**kwargs)
+            return await connector(**kwargs)
 
         url = URL.create("postgresql+asyncpg")
         if self._wrap:
@@ -429,7 +431,7 @@ class PostgresBackend:
         server_settings["application_name"] = f"{name}-feed"[:63]
         kwargs["server_settings"] = server_settings
         try:
-            conn = await self._asyncpg.connect(**kwargs)
+            conn = await self._connect(**kwargs)
         except BaseException as exc:
             raise translate(exc, self._where, self._timeout) from exc
         listening = _Listening(conn, self._where)

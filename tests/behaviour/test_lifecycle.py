@@ -83,7 +83,15 @@ def test_every_postgres_connection_is_built_from_one_url_and_options() -> None:
     assert kw["ssl"] == "require"
     assert kw["statement_cache_size"] == 0
     assert kw["timeout"] == 3
-    assert kw["server_settings"] == {"application_name": "sessiondb", "search_path": "app"}
+    assert kw["server_settings"] == {
+        "application_name": "sessiondb",
+        "jit": "off",
+        "search_path": "app",
+    }
+    assert (
+        _kwargs("postgresql://h/db", server_settings={"jit": "on"})["server_settings"]["jit"]
+        == "on"
+    )
     assert kw["max_cached_statement_lifetime"] == 0
     named = _kwargs("postgresql://h/db?application_name=billing&connect_timeout=7")
     assert named["server_settings"]["application_name"] == "billing"

@@ -167,7 +167,7 @@ def test_bench_scale_tiny_reports_every_figure(postgres, tmp_path: Path) -> None
         assert isinstance(row["ratio"], float) and row["ratio"] > 0, row
         assert row["figure"] in proc.stdout
     assert {(row["figure"].split()[0], row["backend"]) for row in rows} == {
-        (f"S{n}", b) for n in range(1, 6) for b in ("postgres", "sqlite")
+        (f"S{n}", b) for n in (1, 2, 3, 4, 5, 6, "6b") for b in ("postgres", "sqlite")
     }
     assert "scale (tiny figures) mode" in proc.stdout.splitlines()[0]
     footprints = json.loads((tmp_path / "scale.footprint.json").read_text())
@@ -190,8 +190,10 @@ def test_bench_scale_tiny_reports_every_figure(postgres, tmp_path: Path) -> None
 def test_background_mix() -> None:
     """The background generator's rows, without a database: every session's records are
     gapless from its fork point on and end at its head; the mix has compactions that
-    keep a user message, tombstones of a message, and forks of an earlier session."""
-    from bench import background, data
+    keep a user message, tombstones of a message, and forks of an earlier session; each
+    row carries its search index source, and the needle is in the figure's records."""
+    from bench import background, data, search
+    from sessiondb.search_text import payload_index_source
 
     plan = background.Plan(background.Shape(20_000, 200), seed=0)
     pool = background.turn_pool(0, data.Corpus(0))
@@ -234,6 +236,14 @@ def test_background_mix() -> None:
         assert order[parent[0]] < order[child[0]]
         assert 0 < child[-1] <= parent[8]
     assert 19_000 < sum(kinds.values()) < 23_000
+    # Each row ends with what the search index takes of it, as sessiondb's writes make
+    # it; the needle is in the same number of user messages, whatever the size.
+    for row in by_key.values():
+        assert row[background.SOURCE] == payload_index_source(row[2], row[10]), row[:4]
+    needles = [r for r in by_key.values() if search.NEEDLE in r[10]]
+    assert len(needles) == search.NEEDLE_RECORDS
+    assert {(r[2], r[3]) for r in needles} == {("message", "user")}
+    assert all(r[9] == len(r[10]) for r in needles)
 
 
 def test_bench_scale_refuses_a_size_the_disk_cannot_hold(postgres, tmp_path: Path) -> None:
