@@ -429,7 +429,7 @@ async def _add_vectors(
 def _sqlite_index() -> str:
     """SQLite: the store's statement that indexes one record in the FTS5 table."""
     compiled = Compiler(sqlite_dialect(paramstyle="qmark"))(statements.INDEX_RECORD_SQLITE)
-    if compiled.names != ("body", "thinking", "sid", "seq"):
+    if compiled.names != ("rowid", "body", "thinking"):
         raise AssertionError(f"the index statement's parameters changed: {compiled.names}")
     return compiled.sql
 
@@ -437,11 +437,14 @@ def _sqlite_index() -> str:
 def _sqlite_records(
     conn: sqlite3.Connection, insert: str, index: str, rows: list[tuple[Any, ...]]
 ) -> None:
-    """One transaction: the records, then their rows of the FTS5 table."""
+    """One transaction: each record, and its row of the FTS5 table under the rowid its
+    insert gave (as the store writes them)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.executemany(insert, [r[:SOURCE] for r in rows])
-        conn.executemany(index, [(*r[SOURCE], r[0], r[1]) for r in rows if r[SOURCE] is not None])
+        for r in rows:
+            rowid = conn.execute(insert, r[:SOURCE]).lastrowid
+            if r[SOURCE] is not None:
+                conn.execute(index, (rowid, *r[SOURCE]))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
