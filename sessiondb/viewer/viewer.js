@@ -9,20 +9,43 @@
 // evaluated, and the page's Content-Security-Policy allows no script but this file.
 "use strict";
 
+// The live badge of the page's bar.
+function setStatus(text, state) {
+  const status = document.getElementById("live");
+  if (status) {
+    status.textContent = text;
+    status.className = "live " + state;
+  }
+}
+
+// Follows the event stream at ``url``: ``handlers`` maps an event's name to what it
+// does with the event; the badge says whether the stream is live, and a "failed" event
+// (the database went away) ends it.
+function follow(url, handlers) {
+  const source = new EventSource(url);
+  source.addEventListener("open", function () {
+    setStatus("live", "on");
+  });
+  source.addEventListener("error", function () {
+    setStatus(source.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…", "off");
+  });
+  source.addEventListener("failed", function () {
+    source.close();
+    setStatus("database unavailable: reload", "off");
+  });
+  for (const [name, handle] of Object.entries(handlers)) {
+    source.addEventListener(name, function (event) {
+      handle(event, source);
+    });
+  }
+}
+
 (function () {
   const main = document.getElementById("records");
-  const status = document.getElementById("live");
   if (!main || !main.dataset.session) {
     return;
   }
   const parser = new DOMParser();
-
-  function setStatus(text, state) {
-    if (status) {
-      status.textContent = text;
-      status.className = "live " + state;
-    }
-  }
 
   // The item wrapping one server-rendered fragment (the server's own HTML, escaped).
   function item(key, html) {
@@ -80,43 +103,26 @@
   const url =
     "/s/" + encodeURIComponent(main.dataset.session) +
     "/events?from_seq=" + encodeURIComponent(main.dataset.seq || "0");
-  const source = new EventSource(url);
-  source.addEventListener("open", function () {
-    setStatus("live", "on");
-  });
-  source.addEventListener("error", function () {
-    setStatus(source.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…", "off");
-  });
-  source.addEventListener("change", function (event) {
-    apply(JSON.parse(event.data));
-    main.dataset.seq = event.lastEventId;
-  });
-  source.addEventListener("gone", function () {
-    source.close();
-    setStatus("session deleted", "off");
-  });
-  source.addEventListener("failed", function () {
-    source.close();
-    setStatus("database unavailable: reload", "off");
+  follow(url, {
+    change: function (event) {
+      apply(JSON.parse(event.data));
+      main.dataset.seq = event.lastEventId;
+    },
+    gone: function (event, source) {
+      source.close();
+      setStatus("session deleted", "off");
+    },
   });
 })();
 
 (function () {
   const main = document.getElementById("sessions");
   const rows = document.getElementById("session-rows");
-  const status = document.getElementById("live");
   if (!main || !rows) {
     return;
   }
   const size = parseInt(main.dataset.size || "50", 10);
   const parser = new DOMParser();
-
-  function setStatus(text, state) {
-    if (status) {
-      status.textContent = text;
-      status.className = "live " + state;
-    }
-  }
 
   // A row of the server's own HTML (escaped): parsed inside a table, as a row must be.
   function row(html) {
@@ -148,18 +154,9 @@
     }
   }
 
-  const source = new EventSource("/events");
-  source.addEventListener("open", function () {
-    setStatus("live", "on");
-  });
-  source.addEventListener("error", function () {
-    setStatus(source.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…", "off");
-  });
-  source.addEventListener("rows", function (event) {
-    apply(JSON.parse(event.data));
-  });
-  source.addEventListener("failed", function () {
-    source.close();
-    setStatus("database unavailable: reload", "off");
+  follow("/events", {
+    rows: function (event) {
+      apply(JSON.parse(event.data));
+    },
   });
 })();
