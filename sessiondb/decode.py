@@ -33,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import jsoncodec
 from .errors import CorruptRecordError, brief
-from .models import Compaction, Message, Prune, Record, Tombstone
+from .models import Compaction, Message, Prune, Record, Tombstone, trusted
 from .validation import first_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -112,12 +112,6 @@ def message_record(
     return _message_record(session_id, seq, created_at, uuid, message(payload))
 
 
-_RECORD_SLOTS = (
-    BaseModel.__dict__["__dict__"].__set__,
-    BaseModel.__dict__["__pydantic_fields_set__"].__set__,
-    BaseModel.__dict__["__pydantic_extra__"].__set__,
-    BaseModel.__dict__["__pydantic_private__"].__set__,
-)
 _MESSAGE_RECORD_SET = frozenset(("session_id", "seq", "kind", "created_at", "uuid", "message"))
 
 
@@ -127,29 +121,20 @@ def _message_record(
     """The :class:`Record` of a stored message, as ``Record(session_id=…, seq=…,
     kind="message", created_at=…, uuid=…, message=…)`` builds it, without validating
     again what the caller has checked: ``session_id`` a str, ``seq`` an int,
-    ``created_at`` an aware datetime, ``uuid`` a str or None. 0.4 µs, against 2.4 µs
-    for the validation."""
-    record = object.__new__(Record)
-    set_dict, set_fields, set_extra, set_private = _RECORD_SLOTS
-    set_dict(
-        record,
-        {
-            "session_id": session_id,
-            "seq": seq,
-            "kind": "message",
-            "created_at": created_at,
-            "uuid": uuid,
-            "message": message,
-            "compaction": None,
-            "tombstone": None,
-            "prune": None,
-            "entry": None,
-        },
-    )
-    set_fields(record, set(_MESSAGE_RECORD_SET))
-    set_extra(record, None)
-    set_private(record, None)
-    return record
+    ``created_at`` an aware datetime, ``uuid`` a str or None (:func:`models.trusted`)."""
+    values = {
+        "session_id": session_id,
+        "seq": seq,
+        "kind": "message",
+        "created_at": created_at,
+        "uuid": uuid,
+        "message": message,
+        "compaction": None,
+        "tombstone": None,
+        "prune": None,
+        "entry": None,
+    }
+    return trusted(Record, values, _MESSAGE_RECORD_SET)
 
 
 def compaction(payload: str | bytes, where: str = "stored compaction") -> Compaction:

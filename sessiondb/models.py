@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AliasGenerator,
@@ -495,3 +495,28 @@ def wire_text(data: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(b["text"] for b in content if b.get("type") == "text")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+# The slots a pydantic model keeps its state in; should a pydantic release change them,
+# :func:`trusted` falls back to ``model_construct``.
+_SLOTS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+_SAME_SLOTS = tuple(BaseModel.__slots__) == _SLOTS
+_set = object.__setattr__
+
+
+def trusted(cls: type[M], values: dict[str, Any], fields_set: frozenset[str]) -> M:
+    """``cls`` holding ``values`` (every field, each of its type already: the caller
+    checked them) as given, without validation; ``fields_set`` as the fields the caller
+    set. ~0.5 µs, against ~2.4 µs for validation and ~4 µs for ``model_construct`` (its
+    loop over the fields, for defaults and aliases). A read builds its records and
+    search hits so."""
+    if not _SAME_SLOTS:
+        return cls.model_construct(_fields_set=set(fields_set), **values)
+    made = cls.__new__(cls)
+    _set(made, "__dict__", values)
+    _set(made, "__pydantic_fields_set__", set(fields_set))
+    _set(made, "__pydantic_extra__", None)
+    _set(made, "__pydantic_private__", None)
+    return made
