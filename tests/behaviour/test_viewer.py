@@ -439,6 +439,9 @@ def test_any_request_gets_a_typed_answer_never_a_500(db_url: str) -> None:
             last_event_id=st.one_of(st.none(), _values),
         )
         def check(path: str, params: list[tuple[str, str]], last_event_id: str | None) -> None:
+            if path == "events":
+                return  # the sessions list's stream: it streams for ever (tests of its own)
+
             async def get() -> httpx.Response:
                 headers: dict[str, bytes] = {}
                 if last_event_id is not None:  # any bytes; the app reads them as latin-1
