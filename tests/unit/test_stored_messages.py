@@ -114,3 +114,50 @@ def test_a_message_record_is_the_validated_record() -> None:
 def test_a_value_that_is_no_message_is_refused_by_the_read(data: dict[str, Any]) -> None:
     with pytest.raises(CorruptRecordError):
         decode.message(jsoncodec.dumps(data))
+
+
+def test_a_message_of_the_common_shape_is_built_when_first_used() -> None:
+    text = jsoncodec.dumps(_MESSAGES[1] | {"content": _MESSAGES[1]["content"][:3]})
+    message = decode.message(text)
+    assert type(message) is decode.StoredMessage
+    assert isinstance(message, Message)
+    assert vars(message) == vars(Message.model_validate_json(text))
+    with pytest.raises(TypeError):
+        hash(decode.message(text))
+    with pytest.raises(AttributeError):
+        _ = decode.message(text).no_such_field
+    # A Message subclass of the caller's own is not the same message, as in pydantic.
+    mine = type("Mine", (Message,), {})
+    assert decode.message(text) != mine.model_validate_json(text)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # What the validation reads but the shape check leaves to it: an int from a
+        # string, a block of a type not modelled, a string content, a Python name the
+        # shape does not name.
+        {"role": "user", "content": [], "usage": {"input": "5"}},
+        {"role": "user", "content": [{"type": "redacted", "data": 1}]},
+        {"role": "user", "content": "text"},
+        {"role": "user", "content": [{"type": "image", "data": "x", "mime_type": "a/b"}]},
+    ],
+)
+def test_a_message_the_check_leaves_to_the_validation_is_read_as_before(
+    data: dict[str, Any],
+) -> None:
+    text = jsoncodec.dumps(data)
+    got = decode.message(text)
+    assert type(got) is Message
+    assert got == Message.model_validate(data)
+    assert got.to_wire() == Message.model_validate(data).to_wire()
+
+
+def test_a_field_by_its_python_name_is_checked_with_its_type() -> None:
+    # The validation reads ``tool_call_id`` as ``toolCallId`` (populate_by_name): the
+    # shape check takes it only of the field's type, so what it lets through builds.
+    good = jsoncodec.dumps({"role": "user", "content": [], "tool_call_id": "c"})
+    assert decode.message(good).tool_call_id == "c"
+    for bad in ({"tool_call_id": 3}, {"is_error": "maybe"}, {"parent_uuid": []}):
+        with pytest.raises(CorruptRecordError):
+            decode.message(jsoncodec.dumps({"role": "user", "content": []} | bad))
