@@ -129,10 +129,12 @@ def json_array(rows: ContextRows, last: int | None = None) -> str:
     return _array(compaction, texts)
 
 
-def texts_array(rows: Sequence[Sequence[str]]) -> str | None:
-    """:func:`json_array` from the rows of :func:`statements.context_texts` (at least one);
-    ``None`` when they do not hold the context alone (a fork, a prune record: the caller
-    reads it by :func:`statements.context`)."""
+def texts_rows(rows: Sequence[Sequence[str]]) -> ContextRows | None:
+    """The rows of :func:`statements.context_texts` (at least one) as the context
+    statement's: the compaction's text and the messages' texts, in seq order; ``None``
+    when they do not hold the context alone (a fork, a prune record: the caller reads it
+    by :func:`statements.context`). There are no seqs: with no prune record, neither
+    :func:`to_messages` nor :func:`json_array` needs them."""
     first = rows[0][0]
     # The marker row comes first (the union's first part); should a database ever send
     # it elsewhere, the first row is a message's text, and the caller reads the context
@@ -140,7 +142,8 @@ def texts_array(rows: Sequence[Sequence[str]]) -> str | None:
     if not first.startswith(TEXTS_ALONE):
         return None
     texts = list(map(_FIRST, itertools.islice(rows, 1, None)))
-    return _array(first[1:] or None, texts)
+    # ``head`` is the session's being there (the statement gave rows), not its seq.
+    return ContextRows(0, first[1:] or None, texts)
 
 
 _FIRST = operator.itemgetter(0)

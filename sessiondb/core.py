@@ -28,7 +28,7 @@ from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
 from .combine import Combiner
 from .config import Settings
-from .context import splits_tool_pair, texts_array
+from .context import ContextRows, splits_tool_pair, texts_rows
 from .crypto import KeyProvider
 from .errors import (
     ConfigurationError,
@@ -329,19 +329,20 @@ class Core:
             raise SessionNotFoundError(session_id, self.namespace)
         return session_info(rows[0])
 
-    async def context_json(self, session_id: str) -> str | None:
-        """``SessionStore.context_json`` in the common case, by the one-column statement
+    async def context_alone(self, session_id: str) -> ContextRows | None:
+        """The context's rows in the common case, by the one-column statement
         (:func:`statements.context_texts`); ``None`` when it takes the context statement:
         a fork or a prune record (they need seqs), sealed payloads (opened by their
-        row's seq), or no such session (the other path says so)."""
+        row's seq), or no such session (the other path says so). A session found to
+        need the other statement goes straight to it next time (``context_by_seqs``)."""
         if self.encrypted or session_id in self.context_by_seqs:
             return None
         bound = q.context_texts(session_id, self.namespace)
         rows = await self.backend.fetch(bound, plain=True)
-        text = texts_array(rows) if rows else None
-        if rows and text is None:
+        alone = texts_rows(rows) if rows else None
+        if rows and alone is None:
             self.context_by_seqs.add(session_id)
-        return text
+        return alone
 
     # -- appends ------------------------------------------------------------------------
 

@@ -503,20 +503,24 @@ M = TypeVar("M", bound=BaseModel)
 # :func:`trusted` falls back to ``model_construct``.
 _SLOTS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
 _SAME_SLOTS = tuple(BaseModel.__slots__) == _SLOTS
-_set = object.__setattr__
+# The slots' own descriptors: setting through them skips object.__setattr__'s lookup of
+# the name on the class (0.37 µs a model against 0.61 µs).
+_SETTERS: list[Any] = [BaseModel.__dict__[name].__set__ for name in _SLOTS] if _SAME_SLOTS else []
+_DICT, _FIELDS_SET, _EXTRA, _PRIVATE = _SETTERS or [None] * 4
+_new = object.__new__
 
 
 def trusted(cls: type[M], values: dict[str, Any], fields_set: frozenset[str]) -> M:
     """``cls`` holding ``values`` (every field, each of its type already: the caller
     checked them) as given, without validation; ``fields_set`` as the fields the caller
-    set. ~0.5 µs, against ~2.4 µs for validation and ~4 µs for ``model_construct`` (its
+    set. ~0.4 µs, against ~2.4 µs for validation and ~4 µs for ``model_construct`` (its
     loop over the fields, for defaults and aliases). A read builds its records and
     search hits so."""
-    if not _SAME_SLOTS:
+    if not _SETTERS:
         return cls.model_construct(_fields_set=set(fields_set), **values)
-    made = cls.__new__(cls)
-    _set(made, "__dict__", values)
-    _set(made, "__pydantic_fields_set__", set(fields_set))
-    _set(made, "__pydantic_extra__", None)
-    _set(made, "__pydantic_private__", None)
+    made = _new(cls)
+    _DICT(made, values)
+    _FIELDS_SET(made, set(fields_set))
+    _EXTRA(made, None)
+    _PRIVATE(made, None)
     return made

@@ -526,7 +526,7 @@ class SessionStore(FeatureFunctions):
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: ``last`` is not a non-negative int.
         """
-        messages = ctx.to_messages(await self._context_rows(session_id, last))
+        messages = ctx.to_messages(await self._context_of(session_id, last))
         return messages if last is None else messages[max(0, len(messages) - last) :]
 
     async def context_json(self, session_id: str, *, last: int | None = None) -> str:
@@ -538,10 +538,14 @@ class SessionStore(FeatureFunctions):
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: ``last`` is not a non-negative int.
         """
-        text = await self._core.context_json(check_session_id(session_id)) if last is None else None
-        if text is not None:
-            return text
-        return ctx.json_array(await self._context_rows(session_id, last), last)
+        return ctx.json_array(await self._context_of(session_id, last), last)
+
+    async def _context_of(self, session_id: str, last: int | None) -> ctx.ContextRows:
+        # The whole context of a session that is no fork and has no prune record (the
+        # common case) by the one-column statement; the rest by the context statement.
+        check_session_id(session_id)
+        rows = await self._core.context_alone(session_id) if last is None else None
+        return rows if rows is not None else await self._context_rows(session_id, last)
 
     async def _context_rows(self, session_id: str, last: int | None = None) -> ctx.ContextRows:
         check_session_id(session_id)
