@@ -161,3 +161,21 @@ def test_a_field_by_its_python_name_is_checked_with_its_type() -> None:
     for bad in ({"tool_call_id": 3}, {"is_error": "maybe"}, {"parent_uuid": []}):
         with pytest.raises(CorruptRecordError):
             decode.message(jsoncodec.dumps({"role": "user", "content": []} | bad))
+
+
+@pytest.mark.parametrize("data", _MESSAGES)
+def test_the_wire_of_a_message_not_built_yet_is_its_stored_text(data: dict[str, Any]) -> None:
+    # What sessiondb stores is the message's to_wire(); read back and not built, the
+    # message hands that on (parsed), key for key and in order.
+    written = jsoncodec.dumps(Message.model_validate(data).to_wire())
+    message = decode.message(written)
+    content = Message.model_validate(data).to_wire()["content"]
+    modelled = all(b["type"] in ("text", "toolCall") for b in content)
+    assert (type(message) is decode.StoredMessage) == modelled
+    assert jsoncodec.dumps(message.to_wire()) == written
+    wire = message.to_wire()
+    wire["role"] = "changed"  # the caller's own object
+    assert message.to_wire()["role"] == data["role"]
+    assert jsoncodec.dumps(message.to_wire()) == jsoncodec.dumps(
+        Message.model_validate_json(written).to_wire()
+    )
