@@ -265,6 +265,12 @@ async def context_load(run: Run, server: Server) -> list[Result]:
                 ours_long, bare_long_parsed, reps=reps, warmup=5
             )
 
+            async def ours_used() -> None:
+                for message in await store.context(built.long_id):
+                    message.to_wire()
+
+            used_s, bare_used_s = await compare(ours_used, bare_long_parsed, reps=reps, warmup=5)
+
             async def ours_history() -> None:
                 await store.records(built.short_id)
 
@@ -291,6 +297,8 @@ async def context_load(run: Run, server: Server) -> list[Result]:
         Result(f"4 context {long_n} records ({keeps}) vs bare SELECT + parse", b, parsed_s,
                bare_parsed_s, Goal("<=", 2)),
         Result(f"4 context {long_n} records ({keeps}) vs bare SELECT", b, long_s, bare_long_s),
+        Result(f"4 context {long_n} records ({keeps}), to_wire() of each, vs bare SELECT + parse",
+               b, used_s, bare_used_s),
         Result(f"4 context_json {long_n} records ({keeps}) vs bare SELECT", b, json_s,
                bare_json_s, Goal("<=", 1.5)),
         Result(f"4 records() of a {short_n}-record history vs bare SELECT + parse", b,

@@ -11,7 +11,6 @@ from typing import Any
 
 from . import decode, jsoncodec
 from .models import Compaction, Message, TextContent
-from .rows import parse_messages
 from .statements import TEXTS_ALONE
 
 # The spec's markers around a compaction summary (§7.4 step 3a, byte for byte): the
@@ -91,16 +90,16 @@ def to_messages(rows: ContextRows) -> list[Message]:
     marker, and the parts of a split response are one message (:func:`response_groups`)."""
     summary = _summary_of(rows.compaction) if rows.compaction is not None else None
     out = [] if summary is None else [summary]
-    messages = parse_messages(rows.messages)
+    messages, names_response = decode.context_messages(rows.messages)
     markers = prune_markers(rows.prunes)
     if markers:
         messages = [
             pruned_message(m, markers[seq]) if seq in markers else m
             for seq, m in zip(rows.seqs, messages, strict=True)
         ]
-    # Only a stored text naming a response can be part of one: a look at the texts
-    # (a substring test each) instead of each message's extra fields.
-    if any(map(_NAMES_RESPONSE, rows.messages)):
+    # Only a message naming a response can be part of one: what the read saw of the
+    # texts instead of each message's extra fields.
+    if names_response:
         groups = response_groups([(m.role, _response_of(m)) for m in messages])
         messages = [_merged_message([messages[i] for i in g]) for g in groups]
     out.extend(messages)
@@ -189,10 +188,6 @@ def _summary_json(payload: str) -> str | None:
 
 
 _EXACT_START = operator.methodcaller("startswith", " ")
-
-
-# Whether a stored text may name a response: any spelling of its JSON holds the name.
-_NAMES_RESPONSE = operator.methodcaller("__contains__", '"responseId"')
 
 
 # -- split responses ----------------------------------------------------------------------

@@ -179,3 +179,20 @@ def test_the_wire_of_a_message_not_built_yet_is_its_stored_text(data: dict[str, 
     assert jsoncodec.dumps(message.to_wire()) == jsoncodec.dumps(
         Message.model_validate_json(written).to_wire()
     )
+
+
+def test_a_read_context_knows_whether_a_message_names_a_response() -> None:
+    def texts(*messages: dict[str, Any]) -> list[str]:
+        return [jsoncodec.dumps(m) for m in messages]
+
+    plain = {"role": "user", "content": [{"type": "text", "text": 'say "responseId"'}]}
+    part = {"role": "assistant", "content": [], "responseId": "r1"}
+    odd = {"role": "assistant", "content": [{"type": "redacted"}], "responseId": "r2"}
+    assert decode.context_messages(texts(plain, plain)) == ([Message(**plain)] * 2, False)
+    messages, names = decode.context_messages(texts(plain, part))
+    assert names and messages == [Message(**plain), Message.model_validate(part)]
+    # A text the check leaves to the validation is searched for the name.
+    messages, names = decode.context_messages(texts(plain, odd))
+    assert names and type(messages[1]) is Message
+    with pytest.raises(CorruptRecordError):
+        decode.context_messages([*texts(plain), '{"role": "robot", "content": []}'])
