@@ -522,6 +522,7 @@ class Core:
             from_seq=from_seq,
             to_seq=to_seq,
             extra_columns=("target_seq",),
+            flavour=self.flavour,
         )
         return await tx.fetch(bound)
 
@@ -537,6 +538,7 @@ class Core:
             kinds=("message",),
             from_seq=from_seq,
             to_seq=to_seq,
+            flavour=self.flavour,
         )
         return _seq_messages(await tx.fetch(bound))
 

@@ -325,7 +325,8 @@ def message_record(
     return _message_record(session_id, seq, created_at, uuid, message(payload))
 
 
-_MESSAGE_RECORD_SET = frozenset(("session_id", "seq", "kind", "created_at", "uuid", "message"))
+# Shared by every message record a read builds (Record is frozen: models.trusted).
+_MESSAGE_RECORD_SET = {"session_id", "seq", "kind", "created_at", "uuid", "message"}
 
 
 def _message_record(

@@ -388,6 +388,7 @@ async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncGener
                 include_superseded=True,
                 from_seq=waiter.seen + 1,
                 limit=PAGE,
+                flavour=core.flavour,
             )
             try:
                 rows = await core.backend.fetch(bound)

@@ -80,6 +80,7 @@ async def append_prune(
                 roles=("toolResult",),
                 from_seq=chosen[0],
                 to_seq=chosen[-1],
+                flavour=core.flavour,
             )
         )
         live = {int(r["seq"]) for r in results}

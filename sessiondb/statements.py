@@ -505,12 +505,14 @@ def lineage_records(
     descending: bool = False,
     limit: int | None = None,
     extra_columns: tuple[str, ...] = (),
+    flavour: str | None = None,
 ) -> Bound:
     """Stored records along the lineage, in seq order, filtered as asked.
 
     Each row has the columns of :data:`RECORD_READ` plus ``extra_columns`` of the records
     table. ``kinds`` and ``roles`` must be sessiondb's own names (they are rendered
-    inline).
+    inline). ``flavour``: the database's (:data:`POSTGRES` reads each lineage member by
+    its own index range; any other, or none, by a join that SQLite plans by index).
     """
     stmt = _lineage_records(
         include_tombstoned,
@@ -522,6 +524,7 @@ def lineage_records(
         descending,
         limit,
         extra_columns,
+        flavour == POSTGRES,
     )
     params = _scope(session_id, namespace)
     if from_seq is not None:
@@ -542,28 +545,47 @@ def _lineage_records(
     descending: bool,
     limit: int | None,
     extra_columns: tuple[str, ...],
+    lateral: bool = False,
 ) -> Select[Any]:
     lin = lineage()
-    extra = [records.c[name] for name in extra_columns]
-    stmt = select(*RECORD_READ, *extra).select_from(records.join(lin, _in_lineage(lin)))
+    columns = [*RECORD_READ, *(records.c[name] for name in extra_columns)]
     tomb = _tombstoned_seqs(lin).cte("tombstoned")
+    where: list[ColumnElement[bool]] = []
     if not include_tombstoned:
-        stmt = stmt.where(records.c.seq.not_in(select(tomb.c.target_seq)))
+        where.append(records.c.seq.not_in(select(tomb.c.target_seq)))
     if not include_superseded:
         compaction = _latest_compaction(lin, tomb, records.c.first_kept_seq).scalar_subquery()
-        stmt = stmt.where(
+        where.append(
             (records.c.kind != const("message"))
             | (records.c.seq >= func.coalesce(compaction, const(0)))
         )
     if kinds is not None:
-        stmt = stmt.where(records.c.kind.in_([const(k) for k in kinds]))
+        where.append(records.c.kind.in_([const(k) for k in kinds]))
     if roles is not None:
-        stmt = stmt.where(records.c.role.in_([const(r) for r in roles]))
+        where.append(records.c.role.in_([const(r) for r in roles]))
     if has_from:
-        stmt = stmt.where(records.c.seq >= bindparam("from_seq", type_=BigInteger()))
+        where.append(records.c.seq >= bindparam("from_seq", type_=BigInteger()))
     if has_to:
-        stmt = stmt.where(records.c.seq <= bindparam("to_seq", type_=BigInteger()))
-    stmt = stmt.order_by(records.c.seq.desc() if descending else records.c.seq)
+        where.append(records.c.seq <= bindparam("to_seq", type_=BigInteger()))
+    if not lateral:
+        stmt = select(*columns).select_from(records.join(lin, _in_lineage(lin))).where(*where)
+        stmt = stmt.order_by(records.c.seq.desc() if descending else records.c.seq)
+        return stmt.limit(const(limit)) if limit is not None else stmt
+    # Postgres estimates the recursive lineage at ~100 rows and then prefers a hash join
+    # over a seq scan of the whole records table (7 ms for the 1,000 records of a session
+    # in a 21k-record table, against 2 ms by index); LATERAL reads each member's range by
+    # the primary key, as the context statement does. Its ORDER BY (and the LIMIT, each
+    # member's first ``limit`` being enough) keeps the planner from flattening it.
+    member = (
+        select(*columns)
+        .where(_in_lineage(lin), *where)
+        .order_by(records.c.seq.desc() if descending else records.c.seq)
+    )
+    if limit is not None:
+        member = member.limit(const(limit))
+    kept = member.lateral("member")
+    stmt = select(*(kept.c[c.name] for c in columns)).select_from(lin.join(kept, true()))
+    stmt = stmt.order_by(kept.c.seq.desc() if descending else kept.c.seq)
     return stmt.limit(const(limit)) if limit is not None else stmt
 
 

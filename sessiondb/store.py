@@ -606,6 +606,7 @@ class SessionStore(FeatureFunctions):
             kinds=kind_filter,
             from_seq=from_seq,
             to_seq=to_seq,
+            flavour=self._core.flavour,
         )
         rows = await self._core.backend.fetch(bound)
         if not rows:

@@ -445,7 +445,11 @@ class SessionDBSessionStore:
     async def _lines(self, sid: str) -> list[Any]:
         core = self._store.core
         bound = q.lineage_records(
-            sid, core.namespace, include_tombstoned=True, include_superseded=True
+            sid,
+            core.namespace,
+            include_tombstoned=True,
+            include_superseded=True,
+            flavour=core.flavour,
         )
         rows = await core.backend.fetch(bound)
         if not rows:

@@ -53,6 +53,7 @@ async def export_session(
                 include_superseded=True,
                 from_seq=None if after is None else after + 1,
                 limit=EXPORT_BATCH,
+                flavour=core.flavour,
             ),
             plain=True,
         )

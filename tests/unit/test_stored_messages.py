@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from sessiondb import CorruptRecordError, decode, jsoncodec
 from sessiondb.models import Message, Record
@@ -196,3 +197,19 @@ def test_a_read_context_knows_whether_a_message_names_a_response() -> None:
     assert names and type(messages[1]) is Message
     with pytest.raises(CorruptRecordError):
         decode.context_messages([*texts(plain), '{"role": "robot", "content": []}'])
+
+
+def test_records_a_read_builds_share_nothing_a_copy_changes() -> None:
+    text = jsoncodec.dumps(_MESSAGES[0])
+    first = decode.message_record("s", 1, _AT, None, text)
+    second = decode.message_record("s", 2, _AT, None, text)
+    assert first is not None and second is not None
+    changed = first.model_copy(update={"entry": {"x": 1}})
+    assert "entry" in changed.model_fields_set
+    assert "entry" not in first.model_fields_set
+    assert "entry" not in second.model_fields_set
+    with pytest.raises(ValidationError):
+        first.seq = 5  # type: ignore[misc]
+    assert first.model_fields_set == second.model_fields_set == {
+        "session_id", "seq", "kind", "created_at", "uuid", "message"
+    }  # fmt: skip
