@@ -510,9 +510,7 @@ _DICT, _FIELDS_SET, _EXTRA, _PRIVATE = _SETTERS or [None] * 4
 _new = object.__new__
 
 
-def trusted(
-    cls: type[M], values: dict[str, Any], fields_set: frozenset[str] | set[str]
-) -> M:
+def trusted(cls: type[M], values: dict[str, Any], fields_set: frozenset[str] | set[str]) -> M:
     """``cls`` holding ``values`` (every field, each of its type already: the caller
     checked them) as given, without validation; ``fields_set`` as the fields the caller
     set. ~0.4 µs, against ~2.4 µs for validation and ~4 µs for ``model_construct`` (its
