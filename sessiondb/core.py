@@ -28,7 +28,7 @@ from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
 from .combine import Combiner
 from .config import Settings
-from .context import ContextRows, splits_tool_pair, texts_rows
+from .context import ContextRows, split_rows, splits_tool_pair, texts_rows
 from .crypto import KeyProvider
 from .errors import (
     ConfigurationError,
@@ -328,6 +328,28 @@ class Core:
         if not rows:
             raise SessionNotFoundError(session_id, self.namespace)
         return session_info(rows[0])
+
+    async def context_rows(self, session_id: str, last: int | None) -> ContextRows:
+        """The rows of ``SessionStore.context`` (``session_id`` checked by the caller):
+        the common case by :meth:`context_alone`, the rest and ``last`` by the context
+        statement.
+
+        Raises:
+            SessionNotFoundError: no such session in this namespace.
+            InvalidInputError: ``last`` is not a non-negative int.
+        """
+        if last is None:
+            alone = await self.context_alone(session_id)
+            if alone is not None:
+                return alone
+            bound = q.context(session_id, self.namespace, self.flavour, self.encrypted)
+        else:
+            strict_int(last, "last", minimum=0)
+            bound = q.context_tail(session_id, self.namespace, self.flavour, last, self.encrypted)
+        split = split_rows(await self.backend.fetch(bound))
+        if split.head is None:
+            raise SessionNotFoundError(session_id, self.namespace)
+        return split
 
     async def context_alone(self, session_id: str) -> ContextRows | None:
         """The context's rows in the common case, by the one-column statement

@@ -526,7 +526,9 @@ class SessionStore(FeatureFunctions):
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: ``last`` is not a non-negative int.
         """
-        messages = ctx.to_messages(await self._context_of(session_id, last))
+        messages = ctx.to_messages(
+            await self._core.context_rows(check_session_id(session_id), last)
+        )
         return messages if last is None else messages[max(0, len(messages) - last) :]
 
     async def context_json(self, session_id: str, *, last: int | None = None) -> str:
@@ -538,28 +540,8 @@ class SessionStore(FeatureFunctions):
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: ``last`` is not a non-negative int.
         """
-        return ctx.json_array(await self._context_of(session_id, last), last)
-
-    async def _context_of(self, session_id: str, last: int | None) -> ctx.ContextRows:
-        # The whole context of a session that is no fork and has no prune record (the
-        # common case) by the one-column statement; the rest by the context statement.
-        check_session_id(session_id)
-        rows = await self._core.context_alone(session_id) if last is None else None
-        return rows if rows is not None else await self._context_rows(session_id, last)
-
-    async def _context_rows(self, session_id: str, last: int | None = None) -> ctx.ContextRows:
-        check_session_id(session_id)
-        flavour = self._core.flavour
-        if last is None:
-            bound = q.context(session_id, self.namespace, flavour, self._core.encrypted)
-        else:
-            strict_int(last, "last", minimum=0)
-            bound = q.context_tail(session_id, self.namespace, flavour, last, self._core.encrypted)
-        rows = await self._core.backend.fetch(bound)
-        split = ctx.split_rows(rows)
-        if split.head is None:
-            raise SessionNotFoundError(session_id, self.namespace)
-        return split
+        rows = await self._core.context_rows(check_session_id(session_id), last)
+        return ctx.json_array(rows, last)
 
     async def records(
         self,
