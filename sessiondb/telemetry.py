@@ -362,9 +362,11 @@ class Call:
 
 
 def count_records(value: object) -> int | None:
-    """Records (or messages) a call returned; ``None`` for any other result."""
+    """Records (or messages) a call returned; ``None`` for any other result. By class
+    name, so that telemetry imports no model (start-up: sessiondb/cli.py); a read's
+    message is a ``StoredMessage`` (:mod:`sessiondb.decode`)."""
     if isinstance(value, list):
-        if value and type(value[0]).__name__ in ("Record", "Message"):
+        if value and type(value[0]).__name__ in ("Record", "Message", "StoredMessage"):
             return len(value)
         return None
     if type(value).__name__ == "Record":
