@@ -313,12 +313,20 @@ def messages(payloads: Iterable[str]) -> list[Message]:
     return [message(p) for p in payloads]
 
 
+# Shared by every message record a read builds (Record is frozen: models.trusted).
+_MESSAGE_RECORD_SET = {"session_id", "seq", "kind", "created_at", "uuid", "message"}
+
+
 def message_record(
     session_id: Any, seq: Any, created_at: datetime, uuid: Any, payload: str
 ) -> Record | None:
     """The :class:`Record` of a stored message row, its message as :func:`message`
     reads it; ``None`` if a column is not of the type sessiondb writes there (a row of
     SQLite, whose columns take any value), which ``Record``'s validation then judges.
+
+    The record is built as ``Record(session_id=…, seq=…, kind="message", created_at=…,
+    uuid=…, message=…)`` builds it, without validating again what is checked here
+    (``created_at`` is the caller's: an aware datetime; :func:`models.trusted`).
 
     Raises:
         CorruptRecordError: the payload is not JSON, or not a message.
@@ -329,27 +337,13 @@ def message_record(
         or (uuid is not None and uuid.__class__ is not str)
     ):
         return None
-    return _message_record(session_id, seq, created_at, uuid, message(payload))
-
-
-# Shared by every message record a read builds (Record is frozen: models.trusted).
-_MESSAGE_RECORD_SET = {"session_id", "seq", "kind", "created_at", "uuid", "message"}
-
-
-def _message_record(
-    session_id: str, seq: int, created_at: datetime, uuid: str | None, message: Message
-) -> Record:
-    """The :class:`Record` of a stored message, as ``Record(session_id=…, seq=…,
-    kind="message", created_at=…, uuid=…, message=…)`` builds it, without validating
-    again what the caller has checked: ``session_id`` a str, ``seq`` an int,
-    ``created_at`` an aware datetime, ``uuid`` a str or None (:func:`models.trusted`)."""
     values = {
         "session_id": session_id,
         "seq": seq,
         "kind": "message",
         "created_at": created_at,
         "uuid": uuid,
-        "message": message,
+        "message": message(payload),
         "compaction": None,
         "tombstone": None,
         "prune": None,
