@@ -517,6 +517,10 @@ class SessionStore(FeatureFunctions):
         appear. Without a compaction, every live message in order. A compaction with an
         empty summary (:meth:`clear`) adds no summary message.
 
+        Each message's stored text is checked here and the model built from it when
+        first used (:class:`~sessiondb.decode.StoredMessage`): the read costs about a
+        parse of the texts.
+
         Args:
             last: only the last ``last`` messages of that list (the summary counts as its
                 first message). Read backwards by index: the cost follows ``last``, not
@@ -525,6 +529,7 @@ class SessionStore(FeatureFunctions):
         Raises:
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: ``last`` is not a non-negative int.
+            CorruptRecordError: a stored row is not one sessiondb wrote.
         """
         messages = ctx.to_messages(
             await self._core.context_rows(check_session_id(session_id), last)
@@ -569,6 +574,7 @@ class SessionStore(FeatureFunctions):
         Raises:
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: an argument is not what it should be.
+            CorruptRecordError: a stored row is not one sessiondb wrote.
         """
         check_session_id(session_id)
         kind_filter = record_kinds(kinds, KINDS)
