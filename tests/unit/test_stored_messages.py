@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -213,3 +214,31 @@ def test_records_a_read_builds_share_nothing_a_copy_changes() -> None:
     assert first.model_fields_set == second.model_fields_set == {
         "session_id", "seq", "kind", "created_at", "uuid", "message"
     }  # fmt: skip
+
+
+def test_threads_that_first_use_one_message_at_once_see_the_same_message() -> None:
+    text = jsoncodec.dumps(_MESSAGES[1] | {"content": _MESSAGES[1]["content"][:3]})
+    expected = Message.model_validate_json(text)
+    for _ in range(50):
+        message = decode.message(text)
+        start = threading.Barrier(8)
+        seen: list[Any] = []
+
+        def touch(
+            message: Message = message,
+            start: threading.Barrier = start,
+            seen: list[Any] = seen,
+        ) -> None:
+            start.wait()
+            seen.append((message.to_wire(), message.content, message.model_dump()))
+
+        threads = [threading.Thread(target=touch) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(seen) == 8
+        for wire, content, dumped in seen:
+            assert wire == expected.to_wire()
+            assert content == expected.content
+            assert dumped == expected.model_dump()
