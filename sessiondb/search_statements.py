@@ -182,7 +182,12 @@ def _search(
             ]
     if has_roles:
         if postgres:
-            conditions.append(r.c.role == any_(bindparam("roles", type_=ARRAY(Text()))))
+            # The roles as an InitPlan too: given as a parameter, each execution's custom
+            # plan, which sees the roles, looked cheaper than the generic one, so
+            # Postgres planned the statement afresh on every call (~0.2 ms; a 12-hit
+            # search with roles=["user"] took 2.3 times one without).
+            roles = select(bindparam("roles", type_=ARRAY(Text()))).scalar_subquery()
+            conditions.append(r.c.role == any_(cast(roles, ARRAY(Text()))))
         else:
             items = func.json_each(bindparam("roles", type_=Text())).table_valued("value")
             conditions.append(r.c.role.in_(select(items.c.value)))
