@@ -1,6 +1,6 @@
-"""The snippet cutter as it was before it was made faster (sessiondb 0.x, search_query),
-kept verbatim as the reference the fast one must agree with, character for character and
-span for span (tests/unit/test_search_query.py)."""
+"""The snippet cutter of sessiondb.search_query as it was before it was made faster
+(b043f62), kept verbatim as the reference the fast one must agree with, character for
+character and span for span (tests/unit/test_search_query.py)."""
 
 from __future__ import annotations
 
