@@ -282,8 +282,8 @@ def snippet(
     whitespace made single spaces and ``…`` where text was left out; and the
     ``[start, end)`` offsets in it of every word the query matches.
 
-    Only a window around the match is split into words (never the whole text): a few
-    hundred characters before it, a thousand after.
+    Only the words shown are split off (never the whole text): from the last few hundred
+    characters before the match and the first thousand after it.
     """
     return _snippet(_pattern(query), text, limit)
 
