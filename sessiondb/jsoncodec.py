@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 _EXACT_MARK = " "
+_EXACT_MARKS = (_EXACT_MARK, _EXACT_MARK.encode())  # as text, as bytes
 
 #: The deepest nesting of arrays and objects a stored value may have (a scalar is 0
 #: levels deep, ``[]`` and ``{}`` are 1). Every path a stored value takes must hold it
@@ -84,7 +85,7 @@ def loads(text: str | bytes) -> Any:
     Raises:
         ValueError: not JSON, or (:class:`TooDeepError`) too deep for the parsers.
     """
-    if text[:1] not in (_EXACT_MARK, _EXACT_MARK.encode()):
+    if text[:1] not in _EXACT_MARKS:
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:

@@ -343,6 +343,10 @@ def utc(value: datetime | str) -> datetime:
     if isinstance(value, datetime) and value.tzinfo is UTC:  # asyncpg's timestamptz
         return value
     if isinstance(value, str):
+        if len(value) == 26 and value[19] == "." and value[20:].isdigit():
+            # What the SQLite backend writes (naive UTC to the microsecond), read with its
+            # zone: 0.2 µs, against 0.9 µs parsed naive and then replace()d.
+            return datetime.fromisoformat(value + "+00:00")
         value = datetime.fromisoformat(value)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 

@@ -112,10 +112,13 @@ def _search(
     if postgres:
         # In the WHERE, not as a function in FROM: joined from there, the planner
         # walked the namespace's sessions and matched every record (97 ms over 20k
-        # records) instead of scanning the GIN index.
-        tsq: ColumnElement[Any] = func.to_tsquery(
-            cast(bindparam("search_config", type_=Text()), REGCONFIG), query
-        )
+        # records) instead of scanning the GIN index. As a scalar subquery, which Postgres
+        # runs once (an InitPlan) and the index scan takes as a parameter: to_tsquery
+        # is stable, not immutable, so a bare call ran again for every row it matched and
+        # every rank (12 hits: 202 µs against 178 µs for the statement).
+        tsq: ColumnElement[Any] = select(
+            func.to_tsquery(cast(bindparam("search_config", type_=Text()), REGCONFIG), query)
+        ).scalar_subquery()
         rank: ColumnElement[Any] = func.ts_rank(
             literal_column(_PG_WEIGHTS), r.c.search, tsq, type_=Float()
         )
@@ -179,7 +182,12 @@ def _search(
             ]
     if has_roles:
         if postgres:
-            conditions.append(r.c.role == any_(bindparam("roles", type_=ARRAY(Text()))))
+            # The roles as an InitPlan too: given as a parameter, each execution's custom
+            # plan, which sees the roles, looked cheaper than the generic one, so
+            # Postgres planned the statement afresh on every call (~0.2 ms; a 12-hit
+            # search with roles=["user"] took 2.3 times one without).
+            roles = select(bindparam("roles", type_=ARRAY(Text()))).scalar_subquery()
+            conditions.append(r.c.role == any_(cast(roles, ARRAY(Text()))))
         else:
             items = func.json_each(bindparam("roles", type_=Text())).table_valued("value")
             conditions.append(r.c.role.in_(select(items.c.value)))

@@ -69,7 +69,9 @@ def message_text(wire: Mapping[str, Any]) -> tuple[str, str]:
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
     for block in content if isinstance(content, list) else ():
-        if not isinstance(block, Mapping):
+        # A dict (what JSON parses to) checked before the ABC, whose check cost
+        # ~0.2 µs a block of every search hit's payload.
+        if not isinstance(block, (dict, Mapping)):
             continue
         kind = block.get("type")
         if kind == "thinking":
@@ -90,7 +92,7 @@ def message_text(wire: Mapping[str, Any]) -> tuple[str, str]:
 
 def record_text(kind: str, data: Any) -> tuple[str, str] | None:
     """``(body, thinking)`` of a record's decoded payload; ``None`` if not searched."""
-    if not isinstance(data, Mapping):
+    if not isinstance(data, (dict, Mapping)):  # as message_text
         return None
     if kind == "message":
         return message_text(data)

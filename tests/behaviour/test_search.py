@@ -5,6 +5,8 @@ queries, bulk import, deletes, and a store that indexes nothing."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +24,7 @@ from sessiondb import (
     SessionDBError,
     SessionNotFoundError,
     SessionStore,
+    jsoncodec,
 )
 from sessiondb.search_query import MAX_QUERY_CHARS
 from sessiondb.tables import SEARCH
@@ -193,6 +196,25 @@ async def test_keyset_pages_cover_every_hit_once_best_first(store: SessionStore)
     for limit in (0, -1, 201, True, "3"):
         with pytest.raises(InvalidInputError):
             await store.search("needle", limit=limit)  # type: ignore[arg-type]
+
+
+async def test_a_cursor_is_the_fingerprinted_keyset_of_its_search(store: SessionStore) -> None:
+    # The cursor's format is what it was (cursors handed out before an upgrade still
+    # work): its last hit's keyset and a CRC-32 of the search's arguments as JSON. A
+    # query with a lone surrogate takes the other way to the same JSON text.
+    for i in range(4):
+        await _session(store, [user("needle " * (1 + i % 2) + "hay")])
+    for query in ("needle", "needle \ud800"):
+        page = await store.search(query, limit=3)
+        last = page.hits[-1]
+        text = jsoncodec.dumps([query, None, None, None, False, False])
+        mark = zlib.crc32(text.encode("utf-8", "surrogatepass"))
+        raw = jsoncodec.dumps([last.rank, last.session_id, last.seq, mark]).encode()
+        assert page.next_cursor == base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        rest = await store.search(query, limit=3, cursor=page.next_cursor)
+        assert len(rest.hits) == 1 and rest.next_cursor is None
+    with pytest.raises(InvalidInputError):  # the surrogate makes it another search
+        await store.search("needle", limit=3, cursor=page.next_cursor)
 
 
 HOSTILE = [

@@ -4,6 +4,7 @@ pure functions, no database."""
 from __future__ import annotations
 
 import pytest
+from helpers import snippet_reference
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -200,3 +201,57 @@ def test_snippet_marks_the_same_words_in_ascii_and_other_text() -> None:
     assert [shown[a:b] for a, b in spans] == ["CAFÉ", "deploy"]
     shown, spans = snippet("redeploy deployed", parse("deploy"))
     assert spans == ()  # not word starts, not whole words
+
+
+# Texts made of few distinct words, so that queries hit them: whitespace of every kind,
+# punctuation glued to words, other scripts, and case.
+_SNIPPET_WORDS = ["deploy", "Deploy", "DEPLOYED", "roll", "rollout", "café", "CAFÉ", "main",
+                  "py", "x", "a1", "ß", "İ", "k", "\u212a", "(deploy", "main.py,", "re_deploy",
+                  "…", "\u00a0", "--", "42"]  # fmt: skip
+_SPACES = [" ", "  ", "\n", "\t", " \r\n ", "\u2003", "\u00a0", "\x1c"]
+
+
+@st.composite
+def _texts(draw: st.DrawFn) -> str:
+    n = draw(st.integers(0, 160))
+    parts = []
+    for _ in range(n):
+        parts.append(draw(st.sampled_from(_SNIPPET_WORDS) | st.text(max_size=6)))
+        parts.append(draw(st.sampled_from(_SPACES) | st.just("")))
+    return "".join(parts)
+
+
+@given(
+    _texts(),
+    st.sampled_from(["deploy", "roll*", "café", '"main py"', "x OR k", "ß", "a1 -roll", "42*"]),
+    st.sampled_from([100_000, 5, 40]),
+)
+def test_snippet_is_the_reference_cut_character_for_character(
+    text: str, query: str, limit: int
+) -> None:
+    # The fast cutter (only the words shown split off the text) against the plain one it
+    # replaced, kept in tests/helpers: the same snippet and the same spans.
+    q = parse(query)
+    assert snippet(text, q, limit) == snippet_reference.snippet(text, q, limit)
+
+
+@pytest.mark.parametrize("padding", [0, 1, 250, 299, 300, 301, 1_500])
+@pytest.mark.parametrize("words_before", [0, 7, 8, 9, 10, 40])
+@pytest.mark.parametrize("words_after", [0, 20, 21, 22, 23, 30, 31, 200])
+def test_snippet_edges_agree_with_the_reference(
+    padding: int, words_before: int, words_after: int
+) -> None:
+    # Around the edges the fast cutter counts differently: the words kept before the
+    # match (8, or 9 with a glued one), the room left after it, the 300 characters
+    # looked back and the 1,200 looked ahead.
+    for glue in ("", "(", "x."):
+        text = (
+            " " * padding
+            + "w " * words_before
+            + glue
+            + "deploy"
+            + " a" * words_after
+            + " " * (padding % 7)
+        )
+        q = parse("deploy")
+        assert snippet(text, q) == snippet_reference.snippet(text, q)
