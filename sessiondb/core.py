@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, S
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from . import decode
 from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
@@ -44,7 +45,6 @@ from .rows import (
     HeadDelta,
     NewRecord,
     message_record,
-    parse_messages,
     records_from_rows,
     session_info,
 )
@@ -331,7 +331,7 @@ class Core:
 
     async def context_rows(self, session_id: str, last: int | None) -> ContextRows:
         """The rows of ``SessionStore.context`` (``session_id`` checked by the caller):
-        the common case by :meth:`context_alone`, the rest and ``last`` by the context
+        the common case by :meth:`_context_alone`, the rest and ``last`` by the context
         statement.
 
         Raises:
@@ -339,7 +339,7 @@ class Core:
             InvalidInputError: ``last`` is not a non-negative int.
         """
         if last is None:
-            alone = await self.context_alone(session_id)
+            alone = await self._context_alone(session_id)
             if alone is not None:
                 return alone
             bound = q.context(session_id, self.namespace, self.flavour, self.encrypted)
@@ -351,7 +351,7 @@ class Core:
             raise SessionNotFoundError(session_id, self.namespace)
         return split
 
-    async def context_alone(self, session_id: str) -> ContextRows | None:
+    async def _context_alone(self, session_id: str) -> ContextRows | None:
         """The context's rows in the common case, by the one-column statement
         (:func:`statements.context_texts`); ``None`` when it takes the context statement:
         a fork or a prune record (they need seqs), sealed payloads (opened by their
@@ -617,7 +617,7 @@ class Core:
 
 def _seq_messages(rows: list[Any]) -> list[tuple[int, Message]]:
     return list(
-        zip([r["seq"] for r in rows], parse_messages([r["payload"] for r in rows]), strict=True)
+        zip([r["seq"] for r in rows], decode.messages([r["payload"] for r in rows]), strict=True)
     )
 
 
