@@ -337,13 +337,23 @@ def message_record(
         or (uuid is not None and uuid.__class__ is not str)
     ):
         return None
+    # message() written out: one call a record fewer (~0.15 µs of a record's ~2.7).
+    built: Message | None = None
+    if payload[:1] not in _EXACT_MARKS:
+        try:
+            _SHAPE.decode(payload)
+        except _NOT_SHAPE:
+            pass
+        else:
+            built = _new_stored(StoredMessage)
+            _set_payload(built, payload)
     values = {
         "session_id": session_id,
         "seq": seq,
         "kind": "message",
         "created_at": created_at,
         "uuid": uuid,
-        "message": message(payload),
+        "message": built if built is not None else _decoded(Message, payload, "stored message"),
         "compaction": None,
         "tombstone": None,
         "prune": None,
