@@ -88,8 +88,10 @@ _SEQ = operator.itemgetter(0)
 def to_messages(rows: ContextRows) -> list[Message]:
     """The messages the model should see, as models: pruned tool results show their
     marker, and the parts of a split response are one message (:func:`response_groups`)."""
-    summary = _summary_of(rows.compaction) if rows.compaction is not None else None
-    out = [] if summary is None else [summary]
+    # The summary from its cached JSON (:func:`_summary_json`), built when first touched
+    # like the messages: ~0.9 µs, against ~7 µs to check the compaction and build it.
+    summary = _summary_json(rows.compaction) if rows.compaction is not None else None
+    out = [] if summary is None else [decode.message(summary)]
     messages, names_response = decode.context_messages(rows.messages)
     markers = prune_markers(rows.prunes)
     if markers:

@@ -203,8 +203,10 @@ class DatabaseError(SessionDBError):
 class CorruptRecordError(DatabaseError, ValueError):
     """A stored record cannot be read: its payload is not what sessiondb writes (not
     JSON, or not the shape of its kind); it was not written through sessiondb, or was
-    changed since. Nothing is returned half-built. A ``ValueError`` too, as the
-    pydantic and JSON errors that reads raised for such a row before were."""
+    changed since. Nothing is returned half-built: a message a read returned raises it
+    where the message is first touched, an overlay or entry at the read. A
+    ``ValueError`` too, as the pydantic and JSON errors that reads raised for such a row
+    before were."""
 
 
 class DatabaseUnavailableError(DatabaseError):

@@ -206,6 +206,14 @@ class Record(BaseModel):
     prune: Prune | None = None
     entry: dict[str, Any] | None = None
 
+    def model_dump_json(self, **kwargs: Any) -> str:
+        # A message read back is built when first touched, and a corrupt one raises
+        # CorruptRecordError then: touched here first, so that pydantic's JSON
+        # serializer does not wrap that error in its own.
+        if self.message is not None:
+            self.message.model_fields_set  # noqa: B018 - builds a read message
+        return super().model_dump_json(**kwargs)
+
 
 Source = Literal["interactive", "cron"]
 

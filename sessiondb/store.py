@@ -517,9 +517,11 @@ class SessionStore(FeatureFunctions):
         appear. Without a compaction, every live message in order. A compaction with an
         empty summary (:meth:`clear`) adds no summary message.
 
-        Each message's stored text is checked here and the model built from it when
-        first used (:class:`~sessiondb.decode.StoredMessage`): the read costs about a
-        parse of the texts.
+        Each message is built from its stored text when first touched
+        (:class:`~sessiondb.decode.StoredMessage`): the read costs about its SELECT. A
+        message whose stored text is not one sessiondb wrote raises
+        :class:`~sessiondb.errors.CorruptRecordError` at that first touch (a field,
+        ``to_wire()``, a dump, ``==``, ``repr``, a copy), and at every touch after it.
 
         Args:
             last: only the last ``last`` messages of that list (the summary counts as its
@@ -529,7 +531,8 @@ class SessionStore(FeatureFunctions):
         Raises:
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: ``last`` is not a non-negative int.
-            CorruptRecordError: a stored row is not one sessiondb wrote.
+            CorruptRecordError: a stored compaction or prune is not one sessiondb wrote
+                (a message: where it is first touched).
         """
         messages = ctx.to_messages(
             await self._core.context_rows(check_session_id(session_id), last)
@@ -561,7 +564,8 @@ class SessionStore(FeatureFunctions):
         """Stored records along the lineage (a fork's inherited ones too), in seq order.
 
         By default every record (messages, compactions, tombstones, imported entries)
-        except those a tombstone soft-deleted, which stay stored for audit.
+        except those a tombstone soft-deleted, which stay stored for audit. A record's
+        message is built when first touched, as :meth:`context`'s are.
 
         Args:
             include_tombstoned: keep records that a tombstone soft-deleted.
@@ -574,7 +578,8 @@ class SessionStore(FeatureFunctions):
         Raises:
             SessionNotFoundError: no such session in this namespace.
             InvalidInputError: an argument is not what it should be.
-            CorruptRecordError: a stored row is not one sessiondb wrote.
+            CorruptRecordError: a stored row other than a message is not one sessiondb
+                wrote (a message: where it is first touched).
         """
         check_session_id(session_id)
         kind_filter = record_kinds(kinds, KINDS)

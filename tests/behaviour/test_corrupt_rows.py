@@ -1,10 +1,20 @@
 """A row that sessiondb did not write (a payload changed by hand, an old shape, the wrong
-types) is refused by every read with :class:`CorruptRecordError`, never returned
-half-built; a row that validation still reads (an older shape it coerces) reads as
-before. The rows are changed with plain SQL on both backends."""
+types) is refused with :class:`CorruptRecordError`, never returned half-built; a row that
+validation still reads (an older shape it coerces) reads as before. The rows are changed
+with plain SQL on both backends.
+
+A message's text is checked where the message is first touched, not by the read (the
+contract since the check moved there: a read of 200 messages cost twice its SELECT with
+the check): ``context()`` and ``records()`` return a corrupt message, and its first touch,
+whichever way, raises :class:`CorruptRecordError`, as does every touch after it. Never
+pydantic's or json's own error, never a message half-built. Overlays (compactions,
+prunes) are still refused by the read."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,24 +74,69 @@ async def _set_payload(store: SessionStore, sid: str, seq: int, payload: str) ->
     )
 
 
+# Every way of first touching a message a read returned.
+TOUCHES: dict[str, Callable[[Message], Any]] = {
+    "field": lambda m: m.role,
+    "content": lambda m: list(m.content),
+    "text()": lambda m: m.text(),
+    "to_wire": lambda m: m.to_wire(),
+    "model_dump": lambda m: m.model_dump(),
+    "model_dump_json": lambda m: m.model_dump_json(),
+    "model_extra": lambda m: m.model_extra,
+    "model_fields_set": lambda m: m.model_fields_set,
+    "==": lambda m: m == Message(role="user", content=[]),
+    "== from the left": lambda m: Message(role="user", content=[]) == m,
+    "repr": repr,
+    "iteration": lambda m: list(m),
+    "copy": copy.copy,
+    "model_copy": lambda m: m.model_copy(),
+    "pickle": lambda m: pickle.dumps(m),
+    "setattr": lambda m: setattr(m, "uuid", "x"),
+}
+
+
+def _refused(touch: Callable[[], Any]) -> None:
+    with pytest.raises(CorruptRecordError) as caught:
+        touch()
+    assert isinstance(caught.value, DatabaseError)
+    assert isinstance(caught.value, SessionDBError)
+    assert isinstance(caught.value, ValueError)
+    assert "stored message" in str(caught.value)
+
+
 @pytest.mark.parametrize("bad", BAD_MESSAGES, ids=range(len(BAD_MESSAGES)))
-async def test_a_corrupt_message_row_is_refused_by_every_read(
+async def test_a_corrupt_message_row_is_refused_where_first_touched(
     store: SessionStore, bad: str
 ) -> None:
     sid = await _session(store)
     await _set_payload(store, sid, 2, bad)
-    for read in (
-        store.context(sid),
-        store.context(sid, last=2),
-        store.records(sid),
-        store.records(sid, kinds=["message"], from_seq=2, to_seq=2),
-    ):
-        with pytest.raises(CorruptRecordError) as caught:
-            await read
-        assert isinstance(caught.value, DatabaseError)
-        assert isinstance(caught.value, SessionDBError)
-        assert isinstance(caught.value, ValueError)
-        assert "stored message" in str(caught.value)
+    reads = {
+        "context": lambda got: got[1],
+        "context last=2": lambda got: got[0],
+        "records": lambda got: got[1].message,
+        "records 2..2": lambda got: got[0].message,
+    }
+    for touch in TOUCHES.values():
+        for (name, pick), read in zip(
+            reads.items(),
+            (
+                store.context(sid),
+                store.context(sid, last=2),
+                store.records(sid),
+                store.records(sid, kinds=["message"], from_seq=2, to_seq=2),
+            ),
+            strict=True,
+        ):
+            got = await read
+            message = pick(got)
+            _refused(lambda message=message, touch=touch: touch(message))
+            # Not built half-way by the touch that failed: every later touch fails too.
+            for again in ("field", "to_wire", "model_dump", "repr"):
+                _refused(lambda message=message, again=again: TOUCHES[again](message))
+            if name.startswith("records"):
+                record = got[-1] if name == "records 2..2" else got[1]
+                _refused(record.model_dump)
+                _refused(record.model_dump_json)
     # The rows around it still read, and nothing else changed.
     assert [r.seq for r in await store.records(sid, from_seq=3)] == [3]
     assert [m.text() for m in await store.context(sid, last=1)] == ["third"]

@@ -1,7 +1,9 @@
 """A message read back (``decode.message``) is the message validation builds, however it
 is used first, and the Record a read builds of it without validating again
 (``decode.message_record``) is the Record validation builds. Each case touches a fresh
-message, so each path is the first. A value that is no message is refused by the read."""
+message, so each path is the first. A text that is no message is refused with
+CorruptRecordError where it is first touched, whichever way, and at every touch after it:
+never a pydantic or JSON error, never a message half-built."""
 
 from __future__ import annotations
 
@@ -113,9 +115,26 @@ def test_a_message_record_is_the_validated_record() -> None:
         {"role": "user", "content": [7]},
     ],
 )
-def test_a_value_that_is_no_message_is_refused_by_the_read(data: dict[str, Any]) -> None:
-    with pytest.raises(CorruptRecordError):
-        decode.message(jsoncodec.dumps(data))
+@pytest.mark.parametrize("touch", [*_TOUCHES, "==", "== from the left", "setattr", "validate"])
+def test_a_value_that_is_no_message_is_refused_where_first_touched(
+    data: dict[str, Any], touch: str
+) -> None:
+    # The read checks nothing (the contract since the check moved to the first touch):
+    # whichever way a message is first touched, a text that is no message raises
+    # CorruptRecordError, and so does every touch after it.
+    touches: dict[str, Callable[[Message], Any]] = _TOUCHES | {
+        "==": lambda m: m == Message(role="user", content=[]),
+        "== from the left": lambda m: Message(role="user", content=[]) == m,
+        "setattr": lambda m: setattr(m, "uuid", "x"),
+        "validate": lambda m: Message.model_validate(m).role,
+    }
+    message = decode.message(jsoncodec.dumps(data))
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError, match="stored message"):
+            touches[touch](message)
+    for other in ("field", "to_wire", "model_dump", "repr"):
+        with pytest.raises(CorruptRecordError, match="stored message"):
+            touches[other](message)
 
 
 def test_a_message_of_the_common_shape_is_built_when_first_used() -> None:
@@ -150,7 +169,7 @@ def test_a_message_the_check_leaves_to_the_validation_is_read_as_before(
 ) -> None:
     text = jsoncodec.dumps(data)
     got = decode.message(text)
-    assert type(got) is Message
+    assert isinstance(got, Message)
     assert got == Message.model_validate(data)
     assert got.to_wire() == Message.model_validate(data).to_wire()
 
@@ -160,9 +179,11 @@ def test_a_field_by_its_python_name_is_checked_with_its_type() -> None:
     # shape check takes it only of the field's type, so what it lets through builds.
     good = jsoncodec.dumps({"role": "user", "content": [], "tool_call_id": "c"})
     assert decode.message(good).tool_call_id == "c"
+    assert decode.message(good).to_wire() == {"role": "user", "content": [], "toolCallId": "c"}
     for bad in ({"tool_call_id": 3}, {"is_error": "maybe"}, {"parent_uuid": []}):
+        message = decode.message(jsoncodec.dumps({"role": "user", "content": []} | bad))
         with pytest.raises(CorruptRecordError):
-            decode.message(jsoncodec.dumps({"role": "user", "content": []} | bad))
+            message.to_wire()
 
 
 @pytest.mark.parametrize("data", _MESSAGES)
@@ -171,9 +192,7 @@ def test_the_wire_of_a_message_not_built_yet_is_its_stored_text(data: dict[str, 
     # message hands that on (parsed), key for key and in order.
     written = jsoncodec.dumps(Message.model_validate(data).to_wire())
     message = decode.message(written)
-    content = Message.model_validate(data).to_wire()["content"]
-    modelled = all(b["type"] in ("text", "toolCall") for b in content)
-    assert (type(message) is decode.StoredMessage) == modelled
+    assert type(message) is decode.StoredMessage
     assert jsoncodec.dumps(message.to_wire()) == written
     wire = message.to_wire()
     wire["role"] = "changed"  # the caller's own object
@@ -193,11 +212,13 @@ def test_a_read_context_knows_whether_a_message_names_a_response() -> None:
     assert decode.context_messages(texts(plain, plain)) == ([Message(**plain)] * 2, False)
     messages, names = decode.context_messages(texts(plain, part))
     assert names and messages == [Message(**plain), Message.model_validate(part)]
-    # A text the check leaves to the validation is searched for the name.
     messages, names = decode.context_messages(texts(plain, odd))
-    assert names and type(messages[1]) is Message
+    assert names and messages == [Message(**plain), Message.model_validate(odd)]
+    # A text that is no message is read, and refused where it is first touched.
+    messages, names = decode.context_messages([*texts(plain), '{"role": "robot", "content": []}'])
+    assert not names and messages[0] == Message(**plain)
     with pytest.raises(CorruptRecordError):
-        decode.context_messages([*texts(plain), '{"role": "robot", "content": []}'])
+        _ = messages[1].role
 
 
 def test_records_a_read_builds_share_nothing_a_copy_changes() -> None:
