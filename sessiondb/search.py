@@ -181,10 +181,10 @@ class WordStatistics:
         return min(found, 1.0)
 
 
-async def _statistics(core: Core) -> WordStatistics | None:
+async def _statistics(core: Core) -> WordStatistics:
     """The cached :class:`WordStatistics` of ``core``'s database, read again after
-    :data:`STATISTICS_SECONDS`; ``None`` when ANALYZE has not run (or they cannot be
-    read), and search takes the GIN index's path."""
+    :data:`STATISTICS_SECONDS`; empty when ANALYZE has not run, they cannot be read or
+    the recency index is missing: search then takes the GIN index's path."""
     cached: WordStatistics | None = core.search_statistics
     now = time.monotonic()
     if cached is not None and now - cached.read_at < STATISTICS_SECONDS:
@@ -194,19 +194,20 @@ async def _statistics(core: Core) -> WordStatistics | None:
     except SessionDBError:
         rows = []
     stats = WordStatistics(0.0, {}, now)
-    if rows and rows[0][2] is not None:
-        tuples, nulls, words, shares = rows[0]
+    # Without the recency index (new code ahead of migration 0008), always the GIN path.
+    if rows and rows[0][2] is not None and rows[0][4]:
+        tuples, nulls, words, shares, _ = rows[0]
         stats.indexed = max(float(tuples), 0.0) * (1.0 - float(nulls or 0.0))
         stats.shares = dict(zip(words, map(float, shares), strict=False))
     core.search_statistics = stats
     return stats
 
 
-def _common(stats: WordStatistics | None, query: Query) -> bool:
+def _common(stats: WordStatistics, query: Query) -> bool:
     """Whether the window is cheaper read newest first from the recency index (each
     record read checked against the query) than from every match the GIN index finds
     (the same rows either way)."""
-    if stats is None or not stats.indexed:
+    if not stats.indexed:
         return False
     share = stats.share(query)
     if share <= 0.0:
@@ -232,6 +233,12 @@ async def search(
 ) -> SearchPage:
     """One page of hits for ``query``: messages and compaction summaries of the
     namespace, best first (highest ``rank``), then by session and seq.
+
+    Only the newest :data:`WINDOW` matches (every filter below applied first) are
+    ranked: a query with fewer matches ranks them all; one with more gives the best of
+    its newest ``WINDOW`` (newest: by rowid on SQLite, by ``(created_at, session_id,
+    seq)`` on Postgres). The pages of one walk keep to its first page's window, while
+    records are written, without repeating or losing a hit.
 
     Args:
         query: words (all must match), ``"a phrase"``, ``-word`` / ``-"a phrase"``

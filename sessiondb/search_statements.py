@@ -47,6 +47,8 @@ from .rows import utc
 from .statements import NS, POSTGRES, Bound, const, lineage, list_param
 from .tables import SEARCH, Id, UTCDateTime, records, sessions
 
+# The partial B-tree of revision 0008 that orders a common word's window.
+RECENT_INDEX = "ix_sessiondb_records_created_at_session_id_seq"
 # ts_rank's weights, {D, C, B, A}: the text (D) counts fully, thinking (A) less.
 _PG_WEIGHTS = "CAST('{1.0, 0.3, 0.3, 0.3}' AS real[])"
 # bm25's weights per FTS5 column: body, thinking.
@@ -135,10 +137,10 @@ def window_of(flavour: str, row: Sequence[Any], window: int) -> Window | None:
 
 def word_statistics() -> Bound:
     """Postgres: what ANALYZE knows of the search index's words, one row: the records
-    the table holds (an estimate), the share of them with no ``search`` vector, and the
+    the table holds (an estimate), the share of them with no ``search`` vector, the
     most common words with the share of vectors holding each (``NULL``s when the table
-    was never analyzed). Read by :mod:`sessiondb.search` to tell a common word from a
-    rare one."""
+    was never analyzed), and whether the recency index of revision 0008 is there. Read
+    by :mod:`sessiondb.search` to tell a common word from a rare one."""
     return _word_statistics(), {}
 
 
@@ -146,7 +148,8 @@ def word_statistics() -> Bound:
 def _word_statistics() -> Any:
     return text(
         "SELECT c.reltuples, s.null_frac, s.most_common_elems::text::text[], "
-        "s.most_common_elem_freqs FROM pg_class AS c LEFT JOIN pg_stats AS s "
+        f"s.most_common_elem_freqs, to_regclass('{RECENT_INDEX}') IS NOT NULL "
+        "FROM pg_class AS c LEFT JOIN pg_stats AS s "
         "ON s.schemaname = current_schema() AND s.tablename = c.relname "
         f"AND s.attname = 'search' WHERE c.oid = to_regclass('{records.name}')"
     )
