@@ -349,17 +349,21 @@ def _search(
         sid, seq = w.c.session_id, w.c.seq
     where: list[ColumnElement[bool]] = []
     if has_after:
-        after_rank = bindparam("after_rank", type_=Float())
+        after_rank: ColumnElement[Any] = bindparam("after_rank", type_=Float())
+        after_key = (bindparam("after_sid", type_=Id), bindparam("after_seq", type_=BigInteger()))
+        if not postgres:
+            # bm25 weighs a word by the whole table's statistics, which every write moves,
+            # so a rank is not what it was on the previous page (ts_rank reads the record
+            # alone): the last hit's rank as it is now, the same change as its neighbours'
+            # (ties stay tied), or as it was if the record has gone since.
+            now = select(rank).where(sid == after_key[0], seq == after_key[1])
+            after_rank = func.coalesce(now.scalar_subquery(), after_rank)
         where.append(
             or_(
                 rank < after_rank,
                 and_(
                     rank == after_rank,
-                    tuple_(sid, seq)
-                    > tuple_(
-                        bindparam("after_sid", type_=Id),
-                        bindparam("after_seq", type_=BigInteger()),
-                    ),
+                    tuple_(sid, seq) > tuple_(*after_key),
                 ),
             )
         )

@@ -116,6 +116,24 @@ async def test_a_walk_keeps_its_window_while_records_arrive(store: SessionStore,
     assert {s for s, _ in _keys(await store.search("walk", limit=WINDOW))} == {writer}
 
 
+async def test_tied_hits_across_pages_survive_writes(store: SessionStore, path: str) -> None:
+    # bm25 weighs words by the whole table, which every write changes: a later page
+    # compares with the last hit's rank as it is now, so that ties stay tied.
+    _steer(store, path, "tie")
+    sid = (await store.create_session()).id
+    for i in range(12):
+        await store.append(sid, [user(f"tie word{i % 2} filler")])  # one length: ties
+    page = await store.search("tie", limit=3)
+    seen = _keys(page)
+    other = (await store.create_session()).id
+    while page.next_cursor is not None:
+        await store.append(other, [user("tie " + "long " * 50), user("short")])
+        page = await store.search("tie", limit=3, cursor=page.next_cursor)
+        seen += _keys(page)
+    assert len(seen) == len(set(seen)) == WINDOW
+    assert set(seen) == {(sid, seq) for seq in range(12 - WINDOW + 1, 13)}
+
+
 async def test_a_window_holds_only_what_its_filters_let_through(
     store: SessionStore, path: str
 ) -> None:
