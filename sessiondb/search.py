@@ -203,8 +203,8 @@ async def _statistics(core: Core) -> WordStatistics:
     return stats
 
 
-def _common(stats: WordStatistics, query: Query) -> bool:
-    """Whether the window is cheaper read newest first from the recency index (each
+def newest_first(stats: WordStatistics, query: Query) -> bool:
+    """Postgres: whether the window is cheaper read newest first from the recency index (each
     record read checked against the query) than from every match the GIN index finds
     (the same rows either way)."""
     if not stats.indexed:
@@ -215,8 +215,8 @@ def _common(stats: WordStatistics, query: Query) -> bool:
     matches = share * stats.indexed
     if matches <= WINDOW:
         return False
-    newest_first = min(WINDOW / share, stats.indexed) * _SCAN_US + WINDOW * _CHECK_US
-    return newest_first < matches * _MATCH_US
+    reading = min(WINDOW / share, stats.indexed) * _SCAN_US + WINDOW * _CHECK_US
+    return reading < matches * _MATCH_US
 
 
 async def search(
@@ -293,7 +293,7 @@ async def search(
     rendered = to_tsquery(parsed, thinking) if postgres else to_fts5(parsed, thinking)
     # A common word's window is read newest first; a session's lineage, small beside the
     # table, is always searched through the GIN index (the plan it had before windows).
-    common = postgres and session_id is None and _common(await _statistics(core), parsed)
+    common = postgres and session_id is None and newest_first(await _statistics(core), parsed)
     bound = sq.search(
         core.flavour,
         core.namespace,

@@ -190,6 +190,12 @@ NOT_STATEMENTS = {
     "search_vector",
     # Which parameters of a statement the encrypting backend seals: a lookup, no statement.
     "sealed_session_params",
+    # The bounds of a search's window read from its first row: no statement.
+    "window_of",
+    # Search's word statistics: a read of the catalogs (pg_class, pg_stats), no table of
+    # sessiondb's; on Citus the coordinator's statistics of a distributed table are
+    # empty, and search takes the GIN index's path.
+    "word_statistics",
 }
 
 _ID = "01J00000000000000000000000"
@@ -283,6 +289,9 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("search", "since"): (None, _AT),
     ("search", "after"): (None, (0.5, _ID, 3)),
     ("search", "hidden"): (False, True),
+    ("search", "window"): (10_000,),
+    ("search", "bounds"): (None, ((_AT, _ID, 3), _AT)),
+    ("search", "common"): (False, True),
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessiondb.search import WINDOW, WordStatistics, _common
+from sessiondb.search import WINDOW, WordStatistics, newest_first
 from sessiondb.search_query import parse
 
 SHARES = {"bash": 0.125, "run": 0.05, "running": 0.01, "the": 0.4, "grep": 0.02}
@@ -40,16 +40,16 @@ def test_the_share_a_query_matches(query: str, share: float) -> None:
 def test_the_window_is_read_newest_first_only_for_a_common_word_in_a_large_table() -> None:
     bash = parse("bash")
     # Among 10M or 2M records, 1 in 8: newest first (80k records read, not 1.25M matches).
-    assert _common(_stats(10e6), bash) and _common(_stats(2e6), bash)
+    assert newest_first(_stats(10e6), bash) and newest_first(_stats(2e6), bash)
     # Among 100k it has 12.5k matches: all of them through GIN cost less than 80k reads.
-    assert not _common(_stats(100e3), bash)
+    assert not newest_first(_stats(100e3), bash)
     # Fewer matches than the window: GIN, whatever the table.
-    assert not _common(_stats(WINDOW * 4), bash)
+    assert not newest_first(_stats(WINDOW * 4), bash)
     # A rare word, a word ANALYZE does not list, or no statistics at all: GIN.
-    assert not _common(_stats(10e6), parse("xylophonequartz"))
-    assert not _common(_stats(10e6), parse("bash xylophonequartz"))
-    assert not _common(WordStatistics(0.0, {}, 0.0), bash)
+    assert not newest_first(_stats(10e6), parse("xylophonequartz"))
+    assert not newest_first(_stats(10e6), parse("bash xylophonequartz"))
+    assert not newest_first(WordStatistics(0.0, {}, 0.0), bash)
     # 1 in 100 among 2M: 20k matches through GIN beat 1M reads newest first.
-    assert not _common(_stats(2e6), parse("running"))
+    assert not newest_first(_stats(2e6), parse("running"))
     # The same word among 100M records: 1M matches, newest first.
-    assert _common(_stats(100e6), parse("running"))
+    assert newest_first(_stats(100e6), parse("running"))
