@@ -87,6 +87,11 @@ CROSS_SHARD: dict[str, Gap] = {
         NO_NS,
     ),
     "analyze": gap("ANALYZE after a bulk import: Citus runs it on every shard", NO_NS),
+    "word_statistics": gap(
+        "reads pg_class and pg_stats for search's common words; on Citus the coordinator's "
+        "shell table has none, and search reads every window through the GIN index",
+        NO_NS,
+    ),
     "other_namespace": gap(
         "whether any other namespace exists (export's fast path): a probe of every shard "
         "by its nature, once per export",
@@ -192,10 +197,6 @@ NOT_STATEMENTS = {
     "sealed_session_params",
     # The bounds of a search's window read from its first row: no statement.
     "window_of",
-    # Search's word statistics: a read of the catalogs (pg_class, pg_stats), no table of
-    # sessiondb's; on Citus the coordinator's statistics of a distributed table are
-    # empty, and search takes the GIN index's path.
-    "word_statistics",
 }
 
 _ID = "01J00000000000000000000000"
