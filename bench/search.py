@@ -120,7 +120,7 @@ async def _searches(run: Run, server: Server) -> list[Result]:
             await large.search(NEEDLE)
 
         large_s, small_s = await compare(ours_large, ours_small, reps=s.search_reps, warmup=5)
-        bare_s = await _bare(large_db, large, s.search_reps)
+        beside_s, bare_s = await _bare(large_db, large, s.search_reps)
     for db in (small_db, large_db):
         await server.drop(db)
     big, little = count(s.search_large), count(s.search_small)
@@ -135,15 +135,17 @@ async def _searches(run: Run, server: Server) -> list[Result]:
         Result(
             f"16b search {big} records vs a bare query of the index",
             server.backend,
-            large_s,
+            beside_s,
             bare_s,
             Goal("<=", 1.5),
         ),
     ]
 
 
-async def _bare(db: Database, store: SessionStore, reps: int) -> float:
-    """The bare query's median, timed beside the store's search again (interleaved)."""
+async def _bare(db: Database, store: SessionStore, reps: int) -> tuple[float, float]:
+    """The medians of the store's search and of the bare query, timed in turns in one
+    phase (16a's timing of the same search comes from another phase, and a busy moment
+    of the machine fell on one side of the ratio only: it moved by about ±0.3)."""
 
     async def ours() -> None:
         await store.search(NEEDLE)
@@ -157,10 +159,10 @@ async def _bare(db: Database, store: SessionStore, reps: int) -> float:
                 if len(rows) != NEEDLE_RECORDS:
                     raise BenchError(f"the bare query found {len(rows)} rows")
 
-            _, bare_s = await compare(ours, bare_pg, reps=reps, warmup=5)
+            ours_s, bare_s = await compare(ours, bare_pg, reps=reps, warmup=5)
         finally:
             await conn.close()
-        return bare_s
+        return ours_s, bare_s
     conn3 = sqlite3.connect(db.path)
 
     async def bare_sqlite() -> None:
@@ -169,10 +171,10 @@ async def _bare(db: Database, store: SessionStore, reps: int) -> float:
             raise BenchError(f"the bare query found {len(rows)} rows")
 
     try:
-        _, bare_s = await compare(ours, bare_sqlite, reps=reps, warmup=5)
+        ours_s, bare_s = await compare(ours, bare_sqlite, reps=reps, warmup=5)
     finally:
         conn3.close()
-    return bare_s
+    return ours_s, bare_s
 
 
 async def _writes(run: Run, server: Server) -> list[Result]:

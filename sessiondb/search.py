@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, get_args
 
 import orjson
+from pydantic import BaseModel
 
 from . import jsoncodec
 from . import search_statements as sq
 from . import statements as q
 from .errors import (
     ConfigurationError,
+    CorruptRecordError,
     EncryptionError,
     InvalidInputError,
     SessionDBError,
@@ -131,9 +135,123 @@ def _decode(
 
 
 # A hit is built from values of the right types already (models.trusted): validating
-# them again cost ~2.3 µs a hit, and model_construct ~4.2 µs.
-_HIT_FIELDS = frozenset(SearchHit.model_fields)
+# them again cost ~2.3 µs a hit, and model_construct ~4.2 µs. Hits are frozen, so they
+# share one fields-set.
+_HIT_FIELDS = set(SearchHit.model_fields)
 _PAGE_FIELDS = frozenset(SearchPage.model_fields)
+_SEARCHED = 2 * MAX_INDEXED_CHARS  # the text a snippet is cut from: body and thinking
+
+# The instance dict's own descriptor (BaseModel's ``__slots__`` holds ``__dict__``):
+# _Hit puts a property in front of it, and reaches the dict through this.
+_DICT: Any = BaseModel.__dict__["__dict__"]
+_set = object.__setattr__
+
+
+class _Hit(SearchHit):
+    """A :class:`~sessiondb.models.SearchHit` whose ``snippet``, ``spans`` and
+    ``timestamp`` are made from the row when first used: those fields, ``model_dump``,
+    ``==``, ``repr``, ``marked()``, a copy or a pickle make them (once). Cutting a
+    snippet is most of a search's Python (~8 µs a hit: the payload parsed, its text
+    taken out, the words around the match found), and a caller that pages through hits
+    for their ids and ranks never reads one. A ``SearchHit`` in every way a caller can
+    see but ``type(h) is SearchHit``; equal to the ``SearchHit`` it stands for.
+
+    A payload that cannot be read (a row not written by sessiondb) raises
+    :class:`~sessiondb.errors.CorruptRecordError` where the snippet is first used.
+    """
+
+    __slots__ = ("_sessiondb_source",)
+
+    def _sessiondb_cut(self) -> None:
+        try:
+            created_at, payload, thinking, cut = _get_source(self)
+        except AttributeError:
+            return  # cut already
+        d: dict[str, Any] = _DICT.__get__(self)
+        try:
+            timestamp = utc(created_at)
+            text = payload_text(d["kind"], payload) or ("", "")
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise CorruptRecordError(
+                f"session {d['session_id']!r} seq {d['seq']}: the stored payload of a "
+                f"search hit cannot be read ({type(exc).__name__})"
+            ) from None
+        shown = text[0] if not (thinking and text[1]) else f"{text[0]}\n{text[1]}"
+        snippet, spans = cut(shown, _SEARCHED)
+        # The fields in their declared order, as a SearchHit built whole holds them.
+        _DICT.__set__(
+            self,
+            {
+                "session_id": d["session_id"],
+                "seq": d["seq"],
+                "kind": d["kind"],
+                "role": d["role"],
+                "timestamp": timestamp,
+                "snippet": snippet,
+                "spans": spans,
+                "rank": d["rank"],
+            },
+        )
+        try:  # noqa: SIM105 - another thread may have cut it meanwhile
+            _del_source(self)
+        except AttributeError:  # pragma: no cover
+            pass
+
+    def _sessiondb_dict(self) -> dict[str, Any]:
+        self._sessiondb_cut()
+        d: dict[str, Any] = _DICT.__get__(self)
+        return d
+
+    def _sessiondb_set_dict(self, value: dict[str, Any]) -> None:
+        # A copy, a pickle or pydantic itself sets the whole dict: it is whole then.
+        with contextlib.suppress(AttributeError):
+            _del_source(self)
+        _DICT.__set__(self, value)
+
+    # Pydantic's Python code and pydantic-core both read a model's fields through
+    # ``__dict__``: this property cuts the snippet before either reads it.
+    __dict__ = property(_sessiondb_dict, _sessiondb_set_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only when plain lookup fails: a field not made yet, or a name the hit
+        # does not have.
+        try:
+            _get_source(self)
+        except AttributeError:
+            return super().__getattr__(name)  # type: ignore[misc]
+        self._sessiondb_cut()
+        return getattr(self, name)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is SearchHit or type(other) is _Hit:
+            return (
+                self.__dict__ == other.__dict__
+                and getattr(other, "__pydantic_extra__", None) is None
+                and getattr(other, "__pydantic_private__", None) is None
+            )
+        return NotImplemented
+
+    # A SearchHit is frozen, so hashable; defining __eq__ would take that away.
+    __hash__ = SearchHit.__hash__
+
+    def __repr_name__(self) -> str:
+        return "SearchHit"
+
+
+_SOURCE: Any = _Hit.__dict__["_sessiondb_source"]
+_get_source = _SOURCE.__get__
+_set_source = _SOURCE.__set__
+_del_source = _SOURCE.__delete__
+
+
+@lru_cache(maxsize=256)
+def _written(
+    query: Query, thinking: bool, postgres: bool
+) -> tuple[str, Callable[[str, int], tuple[str, tuple[tuple[int, int], ...]]]]:
+    """The query in the backend's syntax, and its snippet cutter: made once for a query
+    a service asks again and again (~3 µs of every search)."""
+    rendered = to_tsquery(query, thinking) if postgres else to_fts5(query, thinking)
+    return rendered, snippets(query)
 
 
 def _roles(roles: Sequence[str] | None) -> list[str] | None:
@@ -290,7 +408,7 @@ async def search(
     postgres = core.flavour == q.POSTGRES
     after, bounds = _decode(cursor, mark, postgres) if cursor is not None else (None, None)
     window = WINDOW if after is None else LATER_PAGE_SLACK * WINDOW
-    rendered = to_tsquery(parsed, thinking) if postgres else to_fts5(parsed, thinking)
+    rendered, cut_snippet = _written(parsed, thinking, postgres)
     # A common word's window is read newest first; a session's lineage, small beside the
     # table, is always searched through the GIN index (the plan it had before windows).
     common = postgres and session_id is None and newest_first(await _statistics(core), parsed)
@@ -313,29 +431,21 @@ async def search(
     rows = await core.backend.fetch(bound, plain=True)
     if session_id is not None and not rows and cursor is None:
         await core.session(session_id)  # raises SessionNotFoundError when missing
-    hits = []
-    cut_snippet = snippets(parsed)
-    searched = 2 * MAX_INDEXED_CHARS
+    hits: list[SearchHit] = []
     for sid, seq, kind, role, created_at, payload, rank, *_ in rows[:limit]:
-        text = payload_text(kind, payload) or ("", "")
-        shown = text[0] if not (thinking and text[1]) else f"{text[0]}\n{text[1]}"
-        cut, spans = cut_snippet(shown, searched)
-        hits.append(
-            trusted(
-                SearchHit,
-                {
-                    "session_id": session_id if session_id is not None else sid,
-                    "seq": int(seq),
-                    "kind": kind,
-                    "role": role,
-                    "timestamp": utc(created_at),
-                    "snippet": cut,
-                    "spans": spans,
-                    "rank": float(rank),
-                },
-                _HIT_FIELDS,
-            )
+        hit = trusted(
+            _Hit,
+            {
+                "session_id": session_id if session_id is not None else sid,
+                "seq": seq if seq.__class__ is int else int(seq),
+                "kind": kind,
+                "role": role,
+                "rank": rank if rank.__class__ is float else float(rank),
+            },
+            _HIT_FIELDS,
         )
+        _set_source(hit, (created_at, payload, thinking, cut_snippet))
+        hits.append(hit)
     next_cursor = None
     if len(rows) > limit:
         sid, seq, _, _, _, _, rank, *_ = rows[limit - 1]
