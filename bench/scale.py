@@ -45,9 +45,9 @@ BYTES_PER_RECORD = 2500
 # figure 6's 30 forks read 1.61, repeats of 100 read 0.75-1.03 on the same databases).
 REPS = 3
 # S6b's word, a tool's name: in the tool call and the tool result of every fourth turn
-# (bench.data.conversation). Every hit is ranked before the page is cut, so one search
-# takes seconds on the scale database (2.8 s over 1M records on Postgres): timed a few
-# times only.
+# (bench.data.conversation). A search ranks the newest sessiondb.search.WINDOW matches
+# of it (10,000 of 1.25M over 10M records), each of them checked first: a few hundred
+# ms on the scale database, so it is timed a few times only.
 COMMON = "bash"
 COMMON_REPS = 3
 

@@ -21,6 +21,7 @@ from time import perf_counter
 import asyncpg
 
 from sessiondb import SessionStore
+from sessiondb.search_statements import RECENT_INDEX
 
 from . import data
 from .databases import BenchError, Database, Server
@@ -74,11 +75,13 @@ async def _fill(run: Run, store: SessionStore, records: int, name: str) -> None:
 
 
 async def _without_index(db: Database) -> None:
-    """Drop the search index from ``db``: the 'before' side of 16c and 16d."""
+    """Drop the search index from ``db``: the 'before' side of 16c and 16d (on Postgres
+    the GIN index and the recency index that orders a common word's window)."""
     if db.backend == "postgres":
         conn = await asyncpg.connect(db.dsn)
         try:
             await conn.execute("DROP INDEX ix_sessiondb_records_search")
+            await conn.execute(f"DROP INDEX {RECENT_INDEX}")
         finally:
             await conn.close()
         return

@@ -202,6 +202,9 @@ class Core:
         # ``migrate`` in a rolling upgrade): writes go on without it, until the next
         # migrate, whose revision 0006 indexes what they wrote.
         self.search_schema = True
+        # Postgres: what ANALYZE knew of the search index's words, when search last
+        # read it (sessiondb.search.WordStatistics).
+        self.search_statistics: Any = None
         # Work a call leaves running after it returns (the ANALYZE after a bulk import).
         self._background: set[asyncio.Task[None]] = set()
         # Spans and metrics of the store's calls (sessiondb.telemetry); imports

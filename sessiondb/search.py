@@ -15,9 +15,10 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import time
 import zlib
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -32,6 +33,7 @@ from .errors import (
     CorruptRecordError,
     EncryptionError,
     InvalidInputError,
+    SessionDBError,
     brief,
 )
 from .ids import check_session_id
@@ -46,6 +48,29 @@ if TYPE_CHECKING:
 
 #: The most hits one page holds.
 MAX_LIMIT = 200
+#: How many matches one search ranks: the newest this many records that match the query
+#: and every filter (namespace, session, roles, since, tombstones and prunes). A query
+#: with fewer matches ranks them all; one with more gives the best of its newest
+#: ``WINDOW``, so that a call's work stays bounded however common the words (a word in
+#: one record of eight, over 10M records: 1.25M matches, 20 s to rank on Postgres). The
+#: later pages of a walk rank the same window (its bounds travel in the cursor).
+WINDOW = 10_000
+# A later page ranks at most this many times WINDOW: the window of its cursor, which
+# holds WINDOW matches unless records written since landed between its bounds, or, for
+# a walk whose first page held every match, the newest matches (none of the first
+# page's lost unless more than WINDOW arrived since).
+LATER_PAGE_SLACK = 2
+# Postgres: how long what ANALYZE knows of the words (sq.word_statistics) is used
+# before it is read again, and the cost model that picks the window's path from it
+# (microseconds, measured over 2M records): a record read newest first from the
+# recency index and checked against the query, a match read through the GIN index
+# with its checks (namespace, tombstone, prune), and a candidate's checks.
+STATISTICS_SECONDS = 300.0
+_SCAN_US, _MATCH_US, _CHECK_US = 2.5, 17.0, 10.0
+# The first timestamp of a Postgres window key, in a cursor: microseconds since this.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_BIGINT = 2**63
 _ROLES = frozenset(get_args(Role))
 
 
@@ -61,21 +86,50 @@ def _fingerprint(query: str, flags: tuple[Any, ...]) -> int:
     return zlib.crc32(raw)
 
 
-def _encode(rank: float, session_id: str, seq: int, mark: int) -> str:
-    raw = jsoncodec.dumps([rank, session_id, seq, mark]).encode()
+def _encode(rank: float, session_id: str, seq: int, mark: int, bounds: sq.Window | None) -> str:
+    value: list[Any] = [rank, session_id, seq, mark]
+    if bounds is not None:  # a full window's keys (a cursor without them: every match)
+        oldest, newest = bounds
+        if isinstance(newest, datetime):  # Postgres: (created_at, session_id, seq)
+            at, sid, key_seq = oldest
+            value += [
+                [(at - _EPOCH) // _MICROSECOND, sid, key_seq],
+                (newest - _EPOCH) // _MICROSECOND,
+            ]
+        else:
+            value += [oldest, newest]
+    raw = jsoncodec.dumps(value).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode(cursor: object, mark: int) -> tuple[float, str, int]:
+def _int(value: object) -> int:
+    if type(value) is not int or not -_BIGINT <= value < _BIGINT:
+        raise ValueError("not a key")
+    return value
+
+
+def _decode(
+    cursor: object, mark: int, postgres: bool
+) -> tuple[tuple[float, str, int], sq.Window | None]:
     bad = f"invalid cursor {brief(cursor)}: pass back the next_cursor of the same search"
-    if not isinstance(cursor, str) or len(cursor) > 300:
+    if not isinstance(cursor, str) or len(cursor) > 500:
         raise InvalidInputError(bad)
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        rank, session_id, seq, made = jsoncodec.loads(raw)
-        if made != mark or not isinstance(rank, float) or type(seq) is not int:
+        rank, session_id, seq, made, *window = jsoncodec.loads(raw)
+        if made != mark or not isinstance(rank, float) or len(window) not in (0, 2):
             raise ValueError("not this search's cursor")
-        return rank, check_session_id(session_id), seq
+        after = rank, check_session_id(session_id), _int(seq)
+        if not window:
+            return after, None
+        oldest, newest = window
+        if not postgres:
+            return after, (_int(oldest), _int(newest))
+        at, sid, key_seq = oldest
+        return after, (
+            (_EPOCH + _int(at) * _MICROSECOND, check_session_id(sid), _int(key_seq)),
+            _EPOCH + _int(newest) * _MICROSECOND,
+        )
     except (binascii.Error, ValueError, TypeError, RecursionError, OverflowError):
         raise InvalidInputError(bad) from None
 
@@ -213,6 +267,76 @@ def _roles(roles: Sequence[str] | None) -> list[str] | None:
     return sorted(set(chosen))
 
 
+class WordStatistics:
+    """What ANALYZE knew of the search index's words when last read: the indexed
+    records and the share of them holding each of the most common words."""
+
+    __slots__ = ("indexed", "read_at", "shares")
+
+    def __init__(self, indexed: float, shares: dict[str, float], read_at: float) -> None:
+        self.indexed = indexed
+        self.shares = shares
+        self.read_at = read_at
+
+    def share(self, query: Query) -> float:
+        """An estimate of the share of indexed records ``query`` matches (0 for words
+        ANALYZE found too rare to list): every group must match, a group is any of its
+        terms, a phrase is no commoner than its rarest word, a prefix as common as the
+        listed words it begins."""
+        found = 1.0
+        for group in query.groups:
+            either = 0.0
+            for term in group:
+                words = [w.lower() for w in term.words]
+                rarest = min((self.shares.get(w, 0.0) for w in words[:-1]), default=1.0)
+                last = words[-1]
+                if term.prefix:
+                    tail = sum(f for w, f in self.shares.items() if w.startswith(last))
+                else:
+                    tail = self.shares.get(last, 0.0)
+                either += min(rarest, tail)
+            found = min(found, either)
+        return min(found, 1.0)
+
+
+async def _statistics(core: Core) -> WordStatistics:
+    """The cached :class:`WordStatistics` of ``core``'s database, read again after
+    :data:`STATISTICS_SECONDS`; empty when ANALYZE has not run, they cannot be read or
+    the recency index is missing: search then takes the GIN index's path."""
+    cached: WordStatistics | None = core.search_statistics
+    now = time.monotonic()
+    if cached is not None and now - cached.read_at < STATISTICS_SECONDS:
+        return cached
+    try:
+        rows = await core.backend.fetch(sq.word_statistics(), plain=True)
+    except SessionDBError:
+        rows = []
+    stats = WordStatistics(0.0, {}, now)
+    # Without the recency index (new code ahead of migration 0008), always the GIN path.
+    if rows and rows[0][2] is not None and rows[0][4]:
+        tuples, nulls, words, shares, _ = rows[0]
+        stats.indexed = max(float(tuples), 0.0) * (1.0 - float(nulls or 0.0))
+        stats.shares = dict(zip(words, map(float, shares), strict=False))
+    core.search_statistics = stats
+    return stats
+
+
+def newest_first(stats: WordStatistics, query: Query) -> bool:
+    """Postgres: whether the window is cheaper read newest first from the recency index (each
+    record read checked against the query) than from every match the GIN index finds
+    (the same rows either way)."""
+    if not stats.indexed:
+        return False
+    share = stats.share(query)
+    if share <= 0.0:
+        return False
+    matches = share * stats.indexed
+    if matches <= WINDOW:
+        return False
+    reading = min(WINDOW / share, stats.indexed) * _SCAN_US + WINDOW * _CHECK_US
+    return reading < matches * _MATCH_US
+
+
 async def search(
     core: Core,
     query: str,
@@ -227,6 +351,12 @@ async def search(
 ) -> SearchPage:
     """One page of hits for ``query``: messages and compaction summaries of the
     namespace, best first (highest ``rank``), then by session and seq.
+
+    Only the newest :data:`WINDOW` matches (every filter below applied first) are
+    ranked: a query with fewer matches ranks them all; one with more gives the best of
+    its newest ``WINDOW`` (newest: by rowid on SQLite, by ``(created_at, session_id,
+    seq)`` on Postgres). The pages of one walk keep to its first page's window, while
+    records are written, without repeating or losing a hit.
 
     Args:
         query: words (all must match), ``"a phrase"``, ``-word`` / ``-"a phrase"``
@@ -275,27 +405,34 @@ async def search(
     if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
         raise InvalidInputError(f"since must be a timezone-aware datetime, got {brief(since)}")
     mark = _fingerprint(query, (session_id, chosen, since and since.isoformat(), thinking, hidden))
-    after = _decode(cursor, mark) if cursor is not None else None
     postgres = core.flavour == q.POSTGRES
+    after, bounds = _decode(cursor, mark, postgres) if cursor is not None else (None, None)
+    window = WINDOW if after is None else LATER_PAGE_SLACK * WINDOW
     rendered, cut_snippet = _written(parsed, thinking, postgres)
+    # A common word's window is read newest first; a session's lineage, small beside the
+    # table, is always searched through the GIN index (the plan it had before windows).
+    common = postgres and session_id is None and newest_first(await _statistics(core), parsed)
     bound = sq.search(
         core.flavour,
         core.namespace,
         rendered,
         limit=limit + 1,
+        window=window,
         search_config=core.settings.search_config,
         session_id=session_id,
         roles=chosen,
         since=since,
         after=after,
+        bounds=bounds,
         hidden=hidden,
+        common=common,
     )
     # Read by position (sq.search's columns), as plain tuples on SQLite.
     rows = await core.backend.fetch(bound, plain=True)
     if session_id is not None and not rows and cursor is None:
         await core.session(session_id)  # raises SessionNotFoundError when missing
     hits: list[SearchHit] = []
-    for sid, seq, kind, role, created_at, payload, rank in rows[:limit]:
+    for sid, seq, kind, role, created_at, payload, rank, *_ in rows[:limit]:
         hit = trusted(
             _Hit,
             {
@@ -311,6 +448,8 @@ async def search(
         hits.append(hit)
     next_cursor = None
     if len(rows) > limit:
-        sid, seq, *_, rank = rows[limit - 1]
-        next_cursor = _encode(float(rank), sid, int(seq), mark)
+        sid, seq, _, _, _, _, rank, *_ = rows[limit - 1]
+        if after is None:  # the first page: its window's bounds, if it was full
+            bounds = sq.window_of(core.flavour, rows[0], window)
+        next_cursor = _encode(float(rank), sid, int(seq), mark, bounds)
     return trusted(SearchPage, {"hits": hits, "next_cursor": next_cursor}, _PAGE_FIELDS)

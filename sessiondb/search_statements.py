@@ -5,17 +5,23 @@ enough already; the appends that fill the index are there.
 One statement finds a page of hits with the payloads their snippets are made from:
 Postgres matches ``search @@ to_tsquery(…)`` through the GIN index and ranks by
 ``ts_rank``; SQLite matches the FTS5 table and ranks by ``bm25`` (negated: higher is
-better). The page is keyset-paginated on ``(rank DESC, session_id, seq)``.
+better). Only a window of the matches is ranked: the newest ``window`` that pass every
+filter (Postgres: by ``(created_at, session_id, seq)``, through the partial index of
+revision 0008; SQLite: by rowid, the order FTS5 keeps its matches in), or those between
+the bounds a cursor carries. The page is keyset-paginated on ``(rank DESC, session_id,
+seq)`` within that window.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     ColumnElement,
     Float,
     Select,
@@ -23,6 +29,7 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    case,
     cast,
     column,
     func,
@@ -31,13 +38,17 @@ from sqlalchemy import (
     or_,
     select,
     table,
+    text,
     tuple_,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSON, REGCONFIG
 
+from .rows import utc
 from .statements import NS, POSTGRES, Bound, const, lineage, list_param
 from .tables import SEARCH, Id, UTCDateTime, records, sessions
 
+# The partial B-tree of revision 0008 that orders a common word's window.
+RECENT_INDEX = "ix_sessiondb_records_created_at_session_id_seq"
 # ts_rank's weights, {D, C, B, A}: the text (D) counts fully, thinking (A) less.
 _PG_WEIGHTS = "CAST('{1.0, 0.3, 0.3, 0.3}' AS real[])"
 # bm25's weights per FTS5 column: body, thinking.
@@ -50,24 +61,33 @@ def search(
     query: str,
     *,
     limit: int,
+    window: int,
     search_config: str,
     session_id: str | None = None,
     roles: list[str] | None = None,
     since: datetime | None = None,
     after: tuple[float, str, int] | None = None,
+    bounds: Window | None = None,
     hidden: bool = False,
+    common: bool = False,
 ) -> Bound:
     """A page of up to ``limit`` hits, best first: rows ``(session_id, seq, kind, role,
-    created_at, payload, rank)``.
+    created_at, payload, rank, matches, oldest, newest)``, the last three the window's
+    (the same on every row; see :func:`window_of`).
 
     ``query``: :func:`search_query.to_tsquery` text on Postgres, an FTS5 expression
-    (:func:`search_query.to_fts5`) on SQLite. ``session_id``: that session's lineage
-    only (a fork's inherited records included), tombstones and prunes along it applied.
+    (:func:`search_query.to_fts5`) on SQLite. ``window``: how many of the newest matches
+    (every filter applied) are ranked. ``session_id``: that session's lineage only (a
+    fork's inherited records included), tombstones and prunes along it applied.
     ``after``: the ``(rank, session_id, seq)`` of the last hit of the previous page.
-    ``hidden``: tombstoned and pruned records too.
+    ``bounds``: only matches between these keys (a cursor's window), both included.
+    ``hidden``: tombstoned and pruned records too. ``common`` (Postgres): the query
+    matches many records; its window is read newest first from the recency index, each
+    record checked against the query, instead of from the GIN index (the same rows).
     """
-    params: dict[str, Any] = {"ns": namespace, "query": query, "limit": limit}
-    if flavour == POSTGRES:
+    postgres = flavour == POSTGRES
+    params: dict[str, Any] = {"ns": namespace, "query": query, "limit": limit, "window": window}
+    if postgres:
         params["search_config"] = search_config
     if session_id is not None:
         params["sid"] = session_id
@@ -77,15 +97,62 @@ def search(
         params["since"] = since
     if after is not None:
         params["after_rank"], params["after_sid"], params["after_seq"] = after
+    if bounds is not None:
+        oldest, newest = bounds
+        if postgres:
+            assert isinstance(oldest, tuple) and isinstance(newest, datetime)
+            params["lo_at"], params["lo_sid"], params["lo_seq"] = oldest
+            params["hi_at"] = newest
+        else:
+            params["lo"], params["hi"] = oldest, newest
     shape = (
-        flavour == POSTGRES,
+        postgres,
         session_id is not None,
         roles is not None,
         since is not None,
         after is not None,
         hidden,
+        bounds is not None,
+        postgres and common,
     )
     return _search(*shape), params
+
+
+#: A window's oldest and newest key: on Postgres ``((created_at, session_id, seq),
+#: created_at)``, on SQLite two rowids.
+Window = tuple[Any, Any]
+
+
+def window_of(flavour: str, row: Sequence[Any], window: int) -> Window | None:
+    """The bounds of the window a page's ``row`` came from, when it was full (held
+    ``window`` matches): ``None`` when it held every match."""
+    full, *keys = row[7:]  # Postgres: whether the window is full; SQLite: its size
+    if full is None or full is False or (type(full) is int and full < window):
+        return None
+    if flavour == POSTGRES:
+        lo_at, lo_sid, lo_seq, hi_at = keys
+        return (utc(lo_at), str(lo_sid), int(lo_seq)), utc(hi_at)
+    return int(keys[0]), int(keys[1])
+
+
+def word_statistics() -> Bound:
+    """Postgres: what ANALYZE knows of the search index's words, one row: the records
+    the table holds (an estimate), the share of them with no ``search`` vector, the
+    most common words with the share of vectors holding each (``NULL``s when the table
+    was never analyzed), and whether the recency index of revision 0008 is there. Read
+    by :mod:`sessiondb.search` to tell a common word from a rare one."""
+    return _word_statistics(), {}
+
+
+@cache
+def _word_statistics() -> Any:
+    return text(
+        "SELECT c.reltuples, s.null_frac, s.most_common_elems::text::text[], "
+        f"s.most_common_elem_freqs, to_regclass('{RECENT_INDEX}') IS NOT NULL "
+        "FROM pg_class AS c LEFT JOIN pg_stats AS s "
+        "ON s.schemaname = current_schema() AND s.tablename = c.relname "
+        f"AND s.attname = 'search' WHERE c.oid = to_regclass('{records.name}')"
+    )
 
 
 def _pruned_seqs(source: Any, overlay: Any, postgres: bool) -> Select[Any]:
@@ -105,10 +172,18 @@ def _pruned_seqs(source: Any, overlay: Any, postgres: bool) -> Select[Any]:
 
 @cache
 def _search(
-    postgres: bool, scoped: bool, has_roles: bool, has_since: bool, has_after: bool, hidden: bool
+    postgres: bool,
+    scoped: bool,
+    has_roles: bool,
+    has_since: bool,
+    has_after: bool,
+    hidden: bool,
+    bounded: bool,
+    common: bool,
 ) -> Select[Any]:
     r = records.alias("r")
     query = bindparam("query", type_=Text())
+    window = bindparam("window", type_=BigInteger())
     if postgres:
         # In the WHERE, not as a function in FROM: joined from there, the planner
         # walked the namespace's sessions and matched every record (97 ms over 20k
@@ -116,22 +191,30 @@ def _search(
         # runs once (an InitPlan) and the index scan takes as a parameter: to_tsquery
         # is stable, not immutable, so a bare call ran again for every row it matched and
         # every rank (12 hits: 202 µs against 178 µs for the statement).
-        tsq: ColumnElement[Any] = select(
-            func.to_tsquery(cast(bindparam("search_config", type_=Text()), REGCONFIG), query)
-        ).scalar_subquery()
-        rank: ColumnElement[Any] = func.ts_rank(
-            literal_column(_PG_WEIGHTS), r.c.search, tsq, type_=Float()
-        )
-        matched: ColumnElement[bool] = r.c.search.op("@@")(tsq)
+        def tsq() -> ColumnElement[Any]:
+            return select(
+                func.to_tsquery(cast(bindparam("search_config", type_=Text()), REGCONFIG), query)
+            ).scalar_subquery()
+
+        if common:
+            # Not indexable: the window is read from the recency index (newest first,
+            # stopping when full) instead of every match from the GIN index. The
+            # planner cannot tell a common word from a rare one (the query is an
+            # InitPlan, not a constant it sees), so the caller chooses.
+            matched: ColumnElement[bool] = and_(
+                r.c.search.is_not(None), func.ts_match_vq(r.c.search, tsq(), type_=Boolean())
+            )
+        else:
+            matched = r.c.search.op("@@")(tsq())
         source: Any = r
-        extra_from: list[Any] = []
+        key: list[ColumnElement[Any]] = [r.c.created_at, r.c.session_id, r.c.seq]
     else:
         fts = table(SEARCH, column("rowid"))
         weights: list[ColumnElement[Any]] = [literal_column(repr(w)) for w in _BM25]
-        rank = -func.bm25(literal_column(SEARCH), *weights, type_=Float())
+        sqlite_rank = -func.bm25(literal_column(SEARCH), *weights, type_=Float())
         matched = literal_column(SEARCH).op("MATCH")(query)
         source = fts.join(r, literal_column("r.rowid") == fts.c.rowid)
-        extra_from = []
+        key = [fts.c.rowid]
     conditions: list[ColumnElement[bool]] = [matched]
     if scoped:
         lin = lineage()
@@ -193,34 +276,133 @@ def _search(
             conditions.append(r.c.role.in_(select(items.c.value)))
     if has_since:
         conditions.append(r.c.created_at >= bindparam("since", type_=UTCDateTime()))
+    if bounded:
+        if postgres:
+            lo = tuple_(
+                bindparam("lo_at", type_=UTCDateTime()),
+                bindparam("lo_sid", type_=Id),
+                bindparam("lo_seq", type_=BigInteger()),
+            )
+            conditions += [
+                tuple_(*key) >= lo,
+                r.c.created_at <= bindparam("hi_at", type_=UTCDateTime()),
+            ]
+        else:
+            conditions.append(
+                key[0].between(
+                    bindparam("lo", type_=BigInteger()), bindparam("hi", type_=BigInteger())
+                )
+            )
+    # The window: the newest matches, every filter applied before the cut (a small
+    # namespace's matches are not crowded out by another's), ranked after it. Its size
+    # and bounds by window functions over the whole window, which arrives in key order
+    # (a CTE read again by aggregates and InitPlans cost a rare word's search ~90 µs).
+    newest = [k.desc() for k in key]
+    if postgres:
+        inner: Any = (
+            select(
+                r.c.session_id,
+                r.c.seq,
+                r.c.kind,
+                r.c.role,
+                r.c.created_at,
+                r.c.payload,
+                # Ranked here, where the vector is read for the match: the window's rows
+                # then carry a number, not the vector (~0.7 KB), through its tuplestore.
+                func.ts_rank(literal_column(_PG_WEIGHTS), r.c.search, tsq(), type_=Float()).label(
+                    "rank"
+                ),
+            )
+            .select_from(source)
+            .where(*conditions)
+            .order_by(*newest)
+            .limit(window)
+            .subquery("candidates")
+        )
+        order = [inner.c.created_at.desc(), inner.c.session_id.desc(), inner.c.seq.desc()]
+
+        def whole(value: Any) -> ColumnElement[Any]:
+            # Over the whole window, in key order (as it arrives: no sort).
+            over: ColumnElement[Any] = value.over(order_by=order, rows=(None, None))
+            return over
+
+        full = whole(func.count()) >= window
+
+        def if_full(value: Any) -> ColumnElement[Any]:
+            # NULL unless the window is full: nothing to decode for a rarer word.
+            return case((full, whole(value)))
+
+        w: Any = select(
+            inner,
+            full.label("n"),
+            if_full(func.last_value(inner.c.created_at)).label("lo_at"),
+            if_full(func.last_value(inner.c.session_id)).label("lo_sid"),
+            if_full(func.last_value(inner.c.seq)).label("lo_seq"),
+            if_full(func.first_value(inner.c.created_at)).label("hi_at"),
+        ).subquery("window")
+        rank: ColumnElement[Any] = w.c.rank
+        page = select(
+            w.c.session_id, w.c.seq, w.c.kind, w.c.role, w.c.created_at, w.c.payload,
+            rank, w.c.n, w.c.lo_at, w.c.lo_sid, w.c.lo_seq, w.c.hi_at,
+        )  # fmt: skip
+        sid, seq = w.c.session_id, w.c.seq
+    else:
+        # bm25 in the window's own SELECT (FTS5 ranks the rows of its MATCH), computed
+        # for the rows the window keeps only; the payloads read for the page's rows only.
+        inner = (
+            select(key[0].label("k"), r.c.session_id, r.c.seq, sqlite_rank.label("rank"))
+            .select_from(source)
+            .where(*conditions)
+            .order_by(*newest)
+            .limit(window)
+            .cte("candidates")
+        )
+        w = inner
+        rank = w.c.rank
+        sid, seq = w.c.session_id, w.c.seq
+    where: list[ColumnElement[bool]] = []
     if has_after:
-        after_rank = bindparam("after_rank", type_=Float())
-        conditions.append(
+        after_rank: ColumnElement[Any] = bindparam("after_rank", type_=Float())
+        after_key = (bindparam("after_sid", type_=Id), bindparam("after_seq", type_=BigInteger()))
+        if not postgres:
+            # bm25 weighs a word by the whole table's statistics, which every write moves,
+            # so a rank is not what it was on the previous page (ts_rank reads the record
+            # alone): the last hit's rank as it is now, the same change as its neighbours'
+            # (ties stay tied), or as it was if the record has gone since.
+            now = select(rank).where(sid == after_key[0], seq == after_key[1])
+            after_rank = func.coalesce(now.scalar_subquery(), after_rank)
+        where.append(
             or_(
                 rank < after_rank,
                 and_(
                     rank == after_rank,
-                    tuple_(r.c.session_id, r.c.seq)
-                    > tuple_(
-                        bindparam("after_sid", type_=Id),
-                        bindparam("after_seq", type_=BigInteger()),
-                    ),
+                    tuple_(sid, seq) > tuple_(*after_key),
                 ),
             )
         )
-    stmt = (
+    best = [literal_column("rank").desc(), sid, seq]
+    limit = bindparam("limit", type_=BigInteger())
+    if postgres:
+        return page.where(*where).order_by(*best).limit(limit)
+    hits = select(w.c.k, rank, sid, seq).where(*where).order_by(*best).limit(limit).subquery("p")
+    # The window's size and bounds, one row (SQLite's window functions, materialising
+    # the window again, cost a rare word's search ~190 µs against ~60 µs for this).
+    stats = select(
+        func.count().label("n"), func.min(w.c.k).label("lo"), func.max(w.c.k).label("hi")
+    ).subquery("stats")
+    return (
         select(
-            r.c.session_id,
-            r.c.seq,
+            hits.c.session_id,
+            hits.c.seq,
             r.c.kind,
             r.c.role,
             r.c.created_at,
             r.c.payload,
-            rank.label("rank"),
+            hits.c.rank,
+            stats.c.n,
+            stats.c.lo,
+            stats.c.hi,
         )
-        .select_from(source, *extra_from)
-        .where(*conditions)
-        .order_by(literal_column("rank").desc(), r.c.session_id, r.c.seq)
-        .limit(bindparam("limit", type_=BigInteger()))
+        .select_from(hits.join(r, literal_column("r.rowid") == hits.c.k), stats)
+        .order_by(hits.c.rank.desc(), hits.c.session_id, hits.c.seq)
     )
-    return stmt

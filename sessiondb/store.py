@@ -323,7 +323,8 @@ class SessionStore(FeatureFunctions):
         hidden: bool = False,
     ) -> SearchPage:
         """Messages and compaction summaries of the namespace that match ``query``, best
-        first (syntax, filters and errors: :func:`sessiondb.search.search`)."""
+        first among its newest 10,000 matches (syntax, filters, the window and errors:
+        :func:`sessiondb.search.search`)."""
         from . import search as found  # Postgres types in its statements: for this only
 
         return await found.search(

@@ -176,8 +176,9 @@ records = Table(
 
 
 def with_search_index() -> MetaData:
-    """:data:`metadata` with the records' search index, a partial GIN index on Postgres
-    (empty on SQLite, which searches its FTS5 table). Its dialect options make
+    """:data:`metadata` with the records' search indexes, a partial GIN index on Postgres
+    and a partial B-tree of the indexed records' ``(created_at, session_id, seq)`` (both
+    empty on SQLite, which searches its FTS5 table). Their dialect options make
     SQLAlchemy import the Postgres dialect, so it is added here, by what compares or
     creates the whole schema (the migration environment, the schema page), and not when
     this module is imported: a SQLite process never loads that dialect (the start-up
@@ -187,6 +188,16 @@ def with_search_index() -> MetaData:
             None,
             records.c.search,
             postgresql_using="gin",
+            postgresql_where=text("search IS NOT NULL"),
+            sqlite_where=text("search IS NOT NULL"),
+        )
+        # The order of a search's window, newest first (sessiondb.search.WINDOW): the
+        # GIN index gives matches in no order. Empty on SQLite (FTS5's rowids order it).
+        Index(
+            None,
+            records.c.created_at,
+            records.c.session_id,
+            records.c.seq,
             postgresql_where=text("search IS NOT NULL"),
             sqlite_where=text("search IS NOT NULL"),
         )

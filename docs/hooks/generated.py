@@ -101,6 +101,13 @@ LIMITS = (
     ("sessiondb.config", "MAX_RECORD_BYTES_CEILING", "the highest `max_record_bytes`"),
     ("sessiondb.jsoncodec", "MAX_JSON_DEPTH", "nesting of a payload or a file's line"),
     ("sessiondb.store", "MAX_PAGE", "a page of `list_sessions` (`limit`)"),
+    ("sessiondb.search", "MAX_LIMIT", "a page of `search` (`limit`)"),
+    (
+        "sessiondb.search",
+        "WINDOW",
+        "the matches one `search` ranks: its newest (every filter applied), the best of "
+        "them first; a query with fewer matches ranks them all",
+    ),
     ("sessiondb.validation", "MAX_KEY_CHARS", "a session key, in characters"),
     ("sessiondb.validation", "MAX_KEY_BYTES", "a session key, in UTF-8 bytes"),
     ("sessiondb.validation", "MAX_NAME_CHARS", "a session's name"),

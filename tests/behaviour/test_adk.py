@@ -653,7 +653,6 @@ def test_fuzz_public_methods_raise_only_sessiondb_errors(db_url: str) -> None:
         service.create_session(app_name=APP, user_id=USER, session_id="s")
     )
     try:
-
         # 600 examples: at 300, a run drew create_session with valid arguments only once
         # (seen once in a full run), and the check below that the fuzz reaches the
         # database failed by chance.

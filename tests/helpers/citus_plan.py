@@ -87,6 +87,11 @@ CROSS_SHARD: dict[str, Gap] = {
         NO_NS,
     ),
     "analyze": gap("ANALYZE after a bulk import: Citus runs it on every shard", NO_NS),
+    "word_statistics": gap(
+        "reads pg_class and pg_stats for search's common words; on Citus the coordinator's "
+        "shell table has none, and search reads every window through the GIN index",
+        NO_NS,
+    ),
     "other_namespace": gap(
         "whether any other namespace exists (export's fast path): a probe of every shard "
         "by its nature, once per export",
@@ -190,6 +195,8 @@ NOT_STATEMENTS = {
     "search_vector",
     # Which parameters of a statement the encrypting backend seals: a lookup, no statement.
     "sealed_session_params",
+    # The bounds of a search's window read from its first row: no statement.
+    "window_of",
 }
 
 _ID = "01J00000000000000000000000"
@@ -283,6 +290,9 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("search", "since"): (None, _AT),
     ("search", "after"): (None, (0.5, _ID, 3)),
     ("search", "hidden"): (False, True),
+    ("search", "window"): (10_000,),
+    ("search", "bounds"): (None, ((_AT, _ID, 3), _AT)),
+    ("search", "common"): (False, True),
 }
 
 
