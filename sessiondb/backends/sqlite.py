@@ -89,12 +89,33 @@ def connect(path: str, *, memory: bool = False) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
         if not memory:
-            conn.execute("PRAGMA journal_mode = WAL")
+            _use_wal(conn)
             # With WAL, NORMAL loses no committed transaction on a process crash.
             conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
         raise translate(exc, path) from exc
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode (a no-op once it is). Switching a new database takes
+    its lock without SQLite's busy handler: connections opening one fresh file at once
+    (replicas migrating at start-up) got "database is locked" at once, 1 in 50. So a busy
+    switch is tried again, for as long as a write would wait for the lock."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").close()
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 # SQLite names the columns of a violated unique constraint or index, not its name.
