@@ -57,6 +57,7 @@ T = TypeVar("T")
 
 # Milliseconds a writer waits for the write lock before giving up.
 BUSY_TIMEOUT_MS = 30_000
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # the error codes of a lock held
 # A write whose payloads exceed this many characters goes to the writer thread: copying
 # it into the database would hold the event loop for milliseconds.
 INLINE_WRITE_CHARS = 64_000
@@ -98,21 +99,16 @@ def connect(path: str, *, memory: bool = False) -> sqlite3.Connection:
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
-    """Put the database in WAL mode (a no-op once it is). Switching a new database takes
-    its lock without SQLite's busy handler: connections opening one fresh file at once
-    (replicas migrating at start-up) got "database is locked" at once, 1 in 50. So a busy
-    switch is tried again, for as long as a write would wait for the lock."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    pause = 0.001
+    """WAL mode (a no-op once in it). Switching a new file takes its lock without the
+    busy handler: connections opening one new file at once (replicas migrating at
+    start-up) got "database is locked", 1 in 60. A busy switch waits, as a write would."""
+    deadline, pause = time.monotonic() + BUSY_TIMEOUT_MS / 1000, 0.001
     while True:
         try:
-            conn.execute("PRAGMA journal_mode = WAL").close()
-            return
+            return conn.execute("PRAGMA journal_mode = WAL").close()
         except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-            if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                raise
-            if time.monotonic() + pause > deadline:
+            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY
+            if not busy or time.monotonic() > deadline:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
@@ -164,7 +160,7 @@ def translate(exc: BaseException, path: str) -> BaseException:
         if "FOREIGN KEY" in message:
             return IntegrityViolation(None, text)
         return DatabaseError(text)
-    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+    if primary in _BUSY:
         return BusyError(f"the database is busy; try again ({text})")
     if primary == sqlite3.SQLITE_CANTOPEN:
         return DatabaseUnavailableError(f"cannot open the SQLite database {path!r}: {text}")
@@ -300,10 +296,7 @@ class SQLiteBackend:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (
-                sqlite3.SQLITE_BUSY,
-                sqlite3.SQLITE_LOCKED,
-            ):
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY:
                 raise _Busy from exc
             raise
         result = _run_open(conn, fn)
