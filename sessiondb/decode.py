@@ -32,7 +32,6 @@ A message's :class:`~sessiondb.models.Record` is built without validating it aga
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -42,7 +41,16 @@ from pydantic import BaseModel, ValidationError
 
 from . import jsoncodec
 from .errors import CorruptRecordError, brief
-from .models import Compaction, Message, Prune, Record, Tombstone, trusted
+from .models import (
+    INSTANCE_DICT,
+    Compaction,
+    MadeWhenUsed,
+    Message,
+    Prune,
+    Record,
+    Tombstone,
+    trusted,
+)
 from .validation import first_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -206,13 +214,10 @@ _SHAPE = msgspec.json.Decoder(_Message)
 
 # -- the message built when first used -------------------------------------------------
 
-# The instance dict's own descriptor (BaseModel's ``__slots__`` holds ``__dict__``):
-# StoredMessage puts a property in front of it, and reaches the dict through this.
-_DICT: Any = BaseModel.__dict__["__dict__"]
 _set = object.__setattr__
 
 
-class StoredMessage(Message):
+class StoredMessage(MadeWhenUsed, Message):
     """A :class:`~sessiondb.models.Message` read from a row, built from its stored text
     when first touched: any field, a method that reads one (``text()``), ``model_dump``,
     ``==``, ``repr``, ``to_wire``, a copy or a pickle builds it (once), as
@@ -225,15 +230,15 @@ class StoredMessage(Message):
     after it: the message is never seen half-built.
     """
 
-    __slots__ = ("_sessiondb_payload",)
+    __slots__ = ("_sessiondb_source",)
 
-    def _sessiondb_build(self) -> None:
+    def _sessiondb_make(self) -> None:
         try:
             payload = _get_payload(self)
         except AttributeError:
             return  # built already
         built = _decoded(Message, payload, "stored message")
-        _DICT.__set__(self, built.__dict__)
+        INSTANCE_DICT.__set__(self, built.__dict__)
         _set(self, "__pydantic_fields_set__", built.__pydantic_fields_set__)
         _set(self, "__pydantic_extra__", built.__pydantic_extra__)
         _set(self, "__pydantic_private__", None)
@@ -241,31 +246,6 @@ class StoredMessage(Message):
             _del_payload(self)
         except AttributeError:  # pragma: no cover - another thread built it meanwhile
             pass
-
-    def _sessiondb_dict(self) -> dict[str, Any]:
-        self._sessiondb_build()
-        d: dict[str, Any] = _DICT.__get__(self)
-        return d
-
-    def _sessiondb_set_dict(self, value: dict[str, Any]) -> None:
-        # A copy, a pickle or pydantic itself sets the whole dict: it is built then.
-        with contextlib.suppress(AttributeError):
-            _del_payload(self)
-        _DICT.__set__(self, value)
-
-    # Pydantic's Python code and pydantic-core both read a model's fields through
-    # ``__dict__``: this property builds the message before either reads it.
-    __dict__ = property(_sessiondb_dict, _sessiondb_set_dict)
-
-    def __getattr__(self, name: str) -> Any:
-        # Reached only when plain lookup fails: a field (or pydantic's own slots) of a
-        # message not built yet, or a name the message does not have.
-        try:
-            _get_payload(self)
-        except AttributeError:
-            return super().__getattr__(name)  # type: ignore[misc]
-        self._sessiondb_build()
-        return getattr(self, name)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is Message or type(other) is StoredMessage:
@@ -281,7 +261,7 @@ class StoredMessage(Message):
     def model_dump_json(self, **kwargs: Any) -> str:
         # Built first: pydantic's JSON serializer would wrap the CorruptRecordError of a
         # build in its own PydanticSerializationError.
-        self._sessiondb_build()
+        self._sessiondb_make()
         return super().model_dump_json(**kwargs)
 
     def __repr_name__(self) -> str:
@@ -308,7 +288,7 @@ class StoredMessage(Message):
         return super().to_wire()
 
 
-_PAYLOAD: Any = StoredMessage.__dict__["_sessiondb_payload"]
+_PAYLOAD: Any = StoredMessage.__dict__["_sessiondb_source"]
 _get_payload = _PAYLOAD.__get__
 _set_payload = _PAYLOAD.__set__
 _del_payload = _PAYLOAD.__delete__

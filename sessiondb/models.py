@@ -7,6 +7,7 @@ the fields that were set, so a message read from a file is written back unchange
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
@@ -538,3 +539,48 @@ def trusted(cls: type[M], values: dict[str, Any], fields_set: frozenset[str] | s
     _EXTRA(made, None)
     _PRIVATE(made, None)
     return made
+
+
+# The instance dict's own descriptor (BaseModel's ``__slots__`` holds ``__dict__``): a
+# model made when first used puts a property in front of it, and reaches it through this.
+INSTANCE_DICT: Any = BaseModel.__dict__["__dict__"]
+
+
+class MadeWhenUsed:
+    """What a pydantic model whose fields are made from a stored value when first used
+    needs (a message read from a row, a search hit). A subclass lists it before its model,
+    keeps the stored value in a slot named ``_sessiondb_source`` and defines
+    :meth:`_sessiondb_make`, which sets the fields from it (through
+    :data:`INSTANCE_DICT`) and deletes the slot. Every way to the fields makes them
+    first: an attribute, pydantic's own reads of ``__dict__``, a copy, a pickle."""
+
+    __slots__ = ()
+
+    def _sessiondb_make(self) -> None:
+        """Make the fields from ``_sessiondb_source`` and delete it; nothing once made."""
+        raise NotImplementedError
+
+    def _sessiondb_dict(self) -> dict[str, Any]:
+        self._sessiondb_make()
+        d: dict[str, Any] = INSTANCE_DICT.__get__(self)
+        return d
+
+    def _sessiondb_set_dict(self, value: dict[str, Any]) -> None:
+        # A copy, a pickle or pydantic itself sets the whole dict: it is made then.
+        with contextlib.suppress(AttributeError):
+            object.__delattr__(self, "_sessiondb_source")
+        INSTANCE_DICT.__set__(self, value)
+
+    # Pydantic's Python code and pydantic-core both read a model's fields through
+    # ``__dict__``: this property makes them before either reads it.
+    __dict__ = property(_sessiondb_dict, _sessiondb_set_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only when plain lookup fails: a field (or pydantic's own slots) of a
+        # model not made yet, or a name the model does not have.
+        try:
+            object.__getattribute__(self, "_sessiondb_source")
+        except AttributeError:
+            return super().__getattr__(name)  # type: ignore[misc]
+        self._sessiondb_make()
+        return getattr(self, name)

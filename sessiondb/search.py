@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -23,7 +22,6 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, get_args
 
 import orjson
-from pydantic import BaseModel
 
 from . import jsoncodec
 from . import search_statements as sq
@@ -37,7 +35,7 @@ from .errors import (
     brief,
 )
 from .ids import check_session_id
-from .models import Role, SearchHit, SearchPage, trusted
+from .models import INSTANCE_DICT, MadeWhenUsed, Role, SearchHit, SearchPage, trusted
 from .rows import utc
 from .search_query import Query, parse, snippets, to_fts5, to_tsquery
 from .search_text import MAX_INDEXED_CHARS, payload_text
@@ -141,13 +139,8 @@ _HIT_FIELDS = set(SearchHit.model_fields)
 _PAGE_FIELDS = frozenset(SearchPage.model_fields)
 _SEARCHED = 2 * MAX_INDEXED_CHARS  # the text a snippet is cut from: body and thinking
 
-# The instance dict's own descriptor (BaseModel's ``__slots__`` holds ``__dict__``):
-# _Hit puts a property in front of it, and reaches the dict through this.
-_DICT: Any = BaseModel.__dict__["__dict__"]
-_set = object.__setattr__
 
-
-class _Hit(SearchHit):
+class _Hit(MadeWhenUsed, SearchHit):
     """A :class:`~sessiondb.models.SearchHit` whose ``snippet``, ``spans`` and
     ``timestamp`` are made from the row when first used: those fields, ``model_dump``,
     ``==``, ``repr``, ``marked()``, a copy or a pickle make them (once). Cutting a
@@ -162,12 +155,12 @@ class _Hit(SearchHit):
 
     __slots__ = ("_sessiondb_source",)
 
-    def _sessiondb_cut(self) -> None:
+    def _sessiondb_make(self) -> None:
         try:
             created_at, payload, thinking, cut = _get_source(self)
         except AttributeError:
             return  # cut already
-        d: dict[str, Any] = _DICT.__get__(self)
+        d: dict[str, Any] = INSTANCE_DICT.__get__(self)
         try:
             timestamp = utc(created_at)
             text = payload_text(d["kind"], payload) or ("", "")
@@ -179,7 +172,7 @@ class _Hit(SearchHit):
         shown = text[0] if not (thinking and text[1]) else f"{text[0]}\n{text[1]}"
         snippet, spans = cut(shown, _SEARCHED)
         # The fields in their declared order, as a SearchHit built whole holds them.
-        _DICT.__set__(
+        INSTANCE_DICT.__set__(
             self,
             {
                 "session_id": d["session_id"],
@@ -196,31 +189,6 @@ class _Hit(SearchHit):
             _del_source(self)
         except AttributeError:  # pragma: no cover
             pass
-
-    def _sessiondb_dict(self) -> dict[str, Any]:
-        self._sessiondb_cut()
-        d: dict[str, Any] = _DICT.__get__(self)
-        return d
-
-    def _sessiondb_set_dict(self, value: dict[str, Any]) -> None:
-        # A copy, a pickle or pydantic itself sets the whole dict: it is whole then.
-        with contextlib.suppress(AttributeError):
-            _del_source(self)
-        _DICT.__set__(self, value)
-
-    # Pydantic's Python code and pydantic-core both read a model's fields through
-    # ``__dict__``: this property cuts the snippet before either reads it.
-    __dict__ = property(_sessiondb_dict, _sessiondb_set_dict)
-
-    def __getattr__(self, name: str) -> Any:
-        # Reached only when plain lookup fails: a field not made yet, or a name the hit
-        # does not have.
-        try:
-            _get_source(self)
-        except AttributeError:
-            return super().__getattr__(name)  # type: ignore[misc]
-        self._sessiondb_cut()
-        return getattr(self, name)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is SearchHit or type(other) is _Hit:
