@@ -153,10 +153,10 @@ _FIRST = operator.itemgetter(0)
 def _array(compaction: str | None, texts: list[str]) -> str:
     summary = _summary_json(compaction) if compaction is not None else None
     parts = [] if summary is None else [summary]
-    body = ",".join([*parts, *texts])
+    array = _joined(parts, texts)
     # One search of the joined text, not one a message (~100 µs for 200 messages here);
     # the summary may hold the key too, which costs that context a parse, nothing more.
-    if _RESPONSE_KEY in body:
+    if _RESPONSE_KEY in array:
         # Only a context holding a split response pays for parsing its messages.
         values = [jsoncodec.loads(t) for t in texts]
         groups = response_groups([(v.get("role"), _response_id(v)) for v in values])
@@ -164,9 +164,23 @@ def _array(compaction: str | None, texts: list[str]) -> str:
             texts[g[0]] if len(g) == 1 else jsoncodec.dumps(merge_wire([values[i] for i in g]))
             for g in groups
         ]
-        body = ",".join([*parts, *texts])
+        array = _joined(parts, texts)
+    return array
+
+
+def _joined(parts: list[str], texts: list[str]) -> str:
+    """``parts`` then ``texts`` as one JSON array, with the exact path's mark if one of
+    them took it. One join, the brackets put on the first and the last item: against
+    joining the items and then adding the brackets, which copied the whole array twice
+    more, ~40 µs less for 200 messages of ~550 characters here (context_json's floor,
+    the bare SELECT: ~210 µs)."""
     exact = any(map(_EXACT_START, parts)) or _any_exact(texts)
-    return (" [" if exact else "[") + body + "]"
+    items = [*parts, *texts]
+    if not items:
+        return "[]"
+    items[0] = (" [" if exact else "[") + items[0]
+    items[-1] += "]"
+    return ",".join(items)
 
 
 def _any_exact(texts: list[str]) -> bool:
