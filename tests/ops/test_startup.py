@@ -65,9 +65,12 @@ HEAVY = (
 )
 
 # What ``sessiondb sessions list`` on a SQLite file must not load: it needs SQLAlchemy
-# Core (to compile its statement), pydantic and sqlite3, and nothing below.
+# Core (to build its statement), pydantic and sqlite3, and nothing below. Its SQL is
+# precompiled (sessiondb/backends/sqlite_sql.py), so not even SQLite's dialect.
 NOT_FOR_SQLITE_LIST = (
     "alembic",
+    "sqlalchemy.dialects.sqlite",
+    "sessiondb.backends.precompile",
     "mako",
     "asyncpg",
     "aiosqlite",
