@@ -36,7 +36,11 @@ HEAVY = (
     "orjson",
     "ulid",
     "asyncio",
+    # The standard library's slow ones: dataclasses imports inspect (~20 ms together).
+    "dataclasses",
+    "inspect",
     # sessiondb's own heavy parts.
+    "sessiondb.config",  # its dataclasses; the help reads the SESSIONDB_* names in env
     "sessiondb.store",
     "sessiondb.models",
     "sessiondb.formats",
