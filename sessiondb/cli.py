@@ -24,6 +24,9 @@ SQLite never loads Alembic, a Postgres driver, the file formats or an optional e
 4. Choices that come from a registry are :class:`sessiondb.lazy.LazyChoices`: read when
    a command uses them, not when the parser is built.
 5. A new public name of ``sessiondb`` goes in its ``_LAZY`` table (see its ``__init__``).
+6. A statement a command runs on SQLite goes in the list of
+   :mod:`sessiondb.backends.precompile` (then run it): otherwise the command imports
+   SQLAlchemy's SQLite dialect and compiles it (~15 ms).
 
 ``tests/ops/test_startup.py`` holds the rule in fresh interpreters and names the module
 that broke it and its import chain; a new heavy dependency goes on its lists.
