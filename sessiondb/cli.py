@@ -11,7 +11,8 @@ SQLite never loads Alembic, a Postgres driver, the file formats or an optional e
 (``python -m bench --only 14``; SQLAlchemy's import alone costs ~0.2 s here). So:
 
 1. At the top of this module, of ``sessiondb/__init__.py`` and of the modules they import
-   eagerly (``config``, ``errors``, ``lazy``, ``terminal``): the standard library only. No
+   eagerly (``env``, ``errors``, ``lazy``, ``terminal``): the standard library only, and
+   not even ``dataclasses`` (~20 ms with the ``inspect`` it imports). No
    SQLAlchemy, pydantic, Alembic, asyncpg, and no optional extra (rich, a web framework,
    cryptography, OpenTelemetry, …).
 2. A handler imports what it uses in its own body (``from .store import SessionStore``);
@@ -23,6 +24,9 @@ SQLite never loads Alembic, a Postgres driver, the file formats or an optional e
 4. Choices that come from a registry are :class:`sessiondb.lazy.LazyChoices`: read when
    a command uses them, not when the parser is built.
 5. A new public name of ``sessiondb`` goes in its ``_LAZY`` table (see its ``__init__``).
+6. A statement a command runs on SQLite goes in the list of
+   :mod:`sessiondb.backends.precompile` (then run it): otherwise the command imports
+   SQLAlchemy's SQLite dialect and compiles it (~15 ms).
 
 ``tests/ops/test_startup.py`` holds the rule in fresh interpreters and names the module
 that broke it and its import chain; a new heavy dependency goes on its lists.
@@ -44,15 +48,12 @@ from urllib.parse import unquote
 
 from . import serve
 from .cli_transfer import add_transfer_commands
-from .config import (
+from .env import (
     DEFAULT_SQLITE_FILE,
     ENV_MASTER_KEYS,
     ENV_MASTER_KEYS_FILE,
     ENV_NAMESPACE,
     ENV_URL,
-    MASK,
-    masked_url,
-    redact,
 )
 from .errors import ConfigurationError, EncryptionError, SessionDBError
 from .lazy import import_at_start
@@ -292,6 +293,8 @@ _SECRET_VALUE = re.compile(r"(?i)pass[\w.-]*\s*=\s*([^\s&;]+)")
 def _without_secrets(message: str, url: str) -> str:
     """``message`` with URL passwords masked, and also any copy of the password of
     ``url`` (the database URL given), wherever a driver's message may have put it."""
+    from .config import MASK, redact
+
     secrets = {
         form
         for match in (*_URL_PASSWORD.finditer(url), *_SECRET_VALUE.finditer(url))
@@ -321,6 +324,8 @@ def _timestamp(at: datetime) -> str:
 
 
 async def _migrate(store: SessionStore, args: argparse.Namespace, out: TextIO) -> None:
+    from .config import masked_url
+
     await store.migrate(args.revision)
     url = masked_url(store.settings.url)
     print(f"migrated {shown(url)} to {shown(args.revision)}", file=out)

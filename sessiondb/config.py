@@ -9,24 +9,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from .env import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
+from .env import DEFAULT_SQLITE_FILE as DEFAULT_SQLITE_FILE
+from .env import ENV_MASTER_KEYS as ENV_MASTER_KEYS
+from .env import ENV_MASTER_KEYS_FILE as ENV_MASTER_KEYS_FILE
+from .env import ENV_NAMESPACE as ENV_NAMESPACE
+from .env import ENV_URL as ENV_URL
 from .errors import ConfigurationError
 from .hosts import expand_host_list
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-# SQLAlchemy is imported where a URL is built, not here: the CLI reads this module's
-# constants to print its help, and importing SQLAlchemy costs ~0.2 s (sessiondb/cli.py).
-
-ENV_URL = "SESSIONDB_URL"
-ENV_NAMESPACE = "SESSIONDB_NAMESPACE"
-# Master keys of :class:`sessiondb.crypto.StaticKeyProvider.from_env` (``id:base64,…``,
-# the first current) and the file of ``from_file``, for the CLI.
-ENV_MASTER_KEYS = "SESSIONDB_MASTER_KEYS"
-ENV_MASTER_KEYS_FILE = "SESSIONDB_MASTER_KEYS_FILE"
-
-DEFAULT_SQLITE_FILE = "sessiondb.sqlite3"
-DEFAULT_NAMESPACE = "default"
+# SQLAlchemy is imported where a URL is built, not here: importing it costs ~0.2 s
+# (sessiondb/cli.py). The SESSIONDB_* names are sessiondb.env's (the CLI's help reads
+# them there), and importable from here too.
 
 
 DEFAULT_CONNECT_TIMEOUT = 10.0

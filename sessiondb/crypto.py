@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .config import ENV_MASTER_KEYS
+from .env import ENV_MASTER_KEYS
 from .errors import DecryptionError, KeyConfigurationError, MissingDependencyError
 
 #: The envelope's format version, its first field.

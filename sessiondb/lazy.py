@@ -65,6 +65,30 @@ def lazy_function(module: str, name: str) -> Any:
     return LazyFunction(module, name)
 
 
+class LazyModule:
+    """A module imported when one of its attributes is first read: ``(bulk,) =
+    lazy_modules("bulk")`` at the top of a module whose functions call
+    ``bulk.import_sessions(...)``, for a module that only some calls use."""
+
+    def __init__(self, name: str) -> None:
+        self.__name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(self.__name)
+        self.__dict__.update(vars(module))  # later reads are plain attribute reads
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self.__name!r}>"
+
+
+def lazy_modules(names: str) -> Any:
+    """A :class:`LazyModule` for each of sessiondb's modules named in ``names`` (split on
+    spaces); typed ``Any`` so that an importer can bind the real modules for type
+    checkers under ``if TYPE_CHECKING:`` and these otherwise."""
+    return tuple(LazyModule(f"{__package__}.{name}") for name in names.split())
+
+
 def import_at_start(*modules: str, own_process: bool) -> None:
     """Import ``modules`` (the CLI's asyncio and store: SQLAlchemy, pydantic).
 

@@ -298,7 +298,7 @@ class SearchHit(BaseModel):
     SQLite's negated ``bm25``).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     session_id: str
     seq: int
@@ -321,6 +321,8 @@ class SearchHit(BaseModel):
 
 class SearchPage(BaseModel):
     """One page of search hits, best first; pass ``next_cursor`` back for the next page."""
+
+    model_config = _DEFERRED
 
     hits: list[SearchHit]
     next_cursor: str | None

@@ -27,9 +27,11 @@ retention, import and export) share the private shape builders and constants abo
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Callable
 from datetime import datetime
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from functools import cache, wraps
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sqlalchemy import (
     CTE,
@@ -89,6 +91,32 @@ if TYPE_CHECKING:
 
 Bound = tuple[Executable, dict[str, Any]]
 
+P = ParamSpec("P")
+S = TypeVar("S")
+
+#: The name of each statement of this module, by ``id``: its constant's name
+#: (``_DATA_KEYS_OF``), or its cached builder's call (``_session_with_turn('sqlite')``).
+#: Precompiled SQL is found by it (:mod:`sessiondb.backends.sqlite_sql`); every statement
+#: named here is kept alive by the module or by its builder's cache, so no other object
+#: can take its ``id``.
+SHAPE_NAMES: dict[int, str] = {}
+
+
+def _shape(build: Callable[P, S]) -> Callable[P, S]:
+    """``functools.cache`` for a statement builder, which also names each statement it
+    builds in :data:`SHAPE_NAMES` (a statement is built once per shape; a call that
+    finds it cached costs nothing more)."""
+
+    @wraps(build)
+    def named(*args: P.args, **kwargs: P.kwargs) -> S:
+        stmt = build(*args, **kwargs)
+        call = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted(kwargs.items())]
+        SHAPE_NAMES.setdefault(id(stmt), f"{build.__name__}({', '.join(call)})")
+        return stmt
+
+    return typing.cast("Callable[P, S]", cache(named))  # cache takes hashable arguments
+
+
 POSTGRES = "postgresql"
 SQLITE = "sqlite"
 
@@ -138,7 +166,7 @@ def notify(payload: str) -> Bound:
     return _notify(), {"payload": payload}
 
 
-@cache
+@_shape
 def _notify() -> Select[Any]:
     return select(
         func.pg_notify(literal_column(f"'{FEED_CHANNEL}'"), bindparam("payload", type_=Text()))
@@ -292,7 +320,7 @@ def context_texts(session_id: str, namespace: str) -> Bound:
     return _context_texts(), _scope(session_id, namespace)
 
 
-@cache
+@_shape
 def _context_texts() -> CompoundSelect[Any]:
     # One column and no lineage: against :func:`context` (seq and part of every row,
     # the recursive lineage, its joins), the 200 kept rows of a 20k-record session cost
@@ -369,7 +397,7 @@ def _latest_compaction(lin: CTE, tomb: CTE, *columns: Any) -> Select[Any]:
     )
 
 
-@cache
+@_shape
 def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> CompoundSelect[Any]:
     # ``sealed``: each row also names the session that stores it (``sealed_sid``), which
     # an encrypted store needs to open the payload (sessiondb.sealing drops the column).
@@ -534,7 +562,7 @@ def lineage_records(
     return stmt, params
 
 
-@cache
+@_shape
 def _lineage_records(
     include_tombstoned: bool,
     include_superseded: bool,
@@ -606,7 +634,7 @@ def nearest_message(
     return _nearest_message(roles, backward), _scope(session_id, namespace, pivot=pivot)
 
 
-@cache
+@_shape
 def _nearest_message(roles: tuple[str, ...], backward: bool) -> Select[Any]:
     lin = lineage()
     pivot = bindparam("pivot", type_=BigInteger())
@@ -631,7 +659,7 @@ def lineage_ids(session_id: str, namespace: str) -> Bound:
     return _lineage_ids(), _scope(session_id, namespace)
 
 
-@cache
+@_shape
 def _lineage_ids() -> Select[Any]:
     lin = lineage()
     return select(lin.c.id, lin.c.upto, lin.c.depth).order_by(lin.c.depth)
@@ -642,7 +670,7 @@ def subtree_ids(session_id: str, namespace: str) -> Bound:
     return _subtree_ids(), _scope(session_id, namespace)
 
 
-@cache
+@_shape
 def _subtree_ids() -> Select[Any]:
     s = sessions
     cte = (
@@ -664,7 +692,7 @@ def existing_uuids(session_id: str, namespace: str, uuids: list[str], flavour: s
     return _existing_uuids(flavour), _scope(session_id, namespace, uuids=list_param(uuids, flavour))
 
 
-@cache
+@_shape
 def _existing_uuids(flavour: str) -> Select[Any]:
     lin = lineage()
     return (
@@ -694,7 +722,7 @@ def session_heads(namespace: str, ids: list[str], flavour: str) -> Bound:
     return _session_heads(flavour), {"ns": namespace, "ids": list_param(ids, flavour)}
 
 
-@cache
+@_shape
 def _session_heads(flavour: str) -> Select[Any]:
     s = sessions.c
     return select(s.id, s.last_seq).where(s.namespace == NS, _in_list(s.id, "ids", flavour))
@@ -744,7 +772,7 @@ def insert_keyed_session(values: dict[str, Any], flavour: str) -> Bound:
     return _insert_keyed_session(flavour), values
 
 
-@cache
+@_shape
 def _insert_keyed_session(flavour: str) -> Executable:
     stmt = _upsert(flavour, sessions).values(
         {c.name: bindparam(c.name, type_=c.type) for c in sessions.c}
@@ -758,7 +786,7 @@ def existing_sessions(ids: list[str], flavour: str) -> Bound:
     return _existing_sessions(flavour), {"ids": list_param(ids, flavour)}
 
 
-@cache
+@_shape
 def _existing_sessions(flavour: str) -> Select[Any]:
     s = sessions.c
     return select(s.id, s.namespace, s.last_seq).where(_in_list(s.id, "ids", flavour))
@@ -786,7 +814,7 @@ def list_sessions(
     return stmt, params
 
 
-@cache
+@_shape
 def _list_sessions(
     has_after: bool, source: str | None, has_parent: bool, flavour: str, with_turns: bool
 ) -> Select[Any]:
@@ -861,12 +889,12 @@ def delete_sessions(ids: list[str], flavour: str) -> tuple[Bound, Bound]:
     return (_delete_records(flavour), value), (_delete_sessions(flavour), value)
 
 
-@cache
+@_shape
 def _delete_records(flavour: str) -> Delete:
     return delete(records).where(_in_list(records.c.session_id, "ids", flavour))
 
 
-@cache
+@_shape
 def _delete_sessions(flavour: str) -> Delete:
     return delete(sessions).where(_in_list(sessions.c.id, "ids", flavour))
 
@@ -876,7 +904,7 @@ def copy_lineage(source_id: str, namespace: str, target_id: str, upto: int) -> B
     return _copy_lineage(), _scope(source_id, namespace, target=target_id, upto=upto)
 
 
-@cache
+@_shape
 def _copy_lineage() -> Executable:
     lin = lineage()
     cols = [c for c in records.c if c.name != "session_id"]
@@ -917,7 +945,7 @@ _LOCK_HEAD = (
 # -- inserts ----------------------------------------------------------------------------------
 
 
-@cache
+@_shape
 def insert_rows(table_name: str) -> Insert:
     """``INSERT`` of one row of the table, every column bound by name in table order
     (for records, every column but ``search``)."""
@@ -964,7 +992,7 @@ def copy_search_sqlite(source_id: str, namespace: str, target_id: str, upto: int
     return _copy_search_sqlite(), _scope(source_id, namespace, target=target_id, upto=upto)
 
 
-@cache
+@_shape
 def _copy_search_sqlite() -> Executable:
     lin = lineage()
     old, new = records.alias("old"), records.alias("new")
@@ -985,7 +1013,7 @@ def _copy_search_sqlite() -> Executable:
     return insert(fts).from_select(["rowid", "body", "thinking"], query)
 
 
-@cache
+@_shape
 def insert_records_indexed() -> Insert:
     """Postgres: many records in one statement, bound as one array per column
     (``search_body``, ``search_thinking`` for the index), each record's ``search`` made
@@ -1064,7 +1092,7 @@ def _bump_head(expected: bool, notify: bool = False, lean: bool = False) -> Upda
     return stmt
 
 
-@cache
+@_shape
 def bump_head(expected: bool, lean: bool = False) -> Update:
     """Allocate ``count`` seqs: ``UPDATE … SET last_seq = last_seq + :count … RETURNING
     last_seq``, also adding the message count, activity time, name and token totals.
@@ -1097,7 +1125,7 @@ _APPEND_TYPES: dict[str, Any] = {
 APPEND_PARAM_NAMES = (*APPEND_COLUMN_NAMES[:-1], "search_body", "search_thinking")
 
 
-@cache
+@_shape
 def append_one(expected: bool, tracked: bool = False, indexed: bool = True) -> Insert:
     """Postgres: the head bump and the insert of one row as one statement.
 
@@ -1124,7 +1152,7 @@ def append_one(expected: bool, tracked: bool = False, indexed: bool = True) -> I
     return _insert_from(row, head, tracked, indexed)
 
 
-@cache
+@_shape
 def append_many(expected: bool, tracked: bool = False, indexed: bool = True) -> Insert:
     """Postgres: the head bump and the insert of many rows as one statement, the rows
     bound as one array per column (``unnest … WITH ORDINALITY``); parameter names are the
@@ -1187,7 +1215,7 @@ def sessions_by_id(namespace: str, *, after: str | None, limit: int) -> Bound:
     return _sessions_by_id(after is not None), params
 
 
-@cache
+@_shape
 def _sessions_by_id(has_after: bool) -> Select[Any]:
     s = sessions.c
     stmt = select(sessions).where(s.namespace == NS)
@@ -1253,7 +1281,7 @@ def payload_bytes(flavour: str) -> ColumnElement[Any]:
     return converted.label("payload")
 
 
-@cache
+@_shape
 def _namespace_records(
     has_after: bool, every: bool = False, flavour: str | None = None
 ) -> Select[Any]:
@@ -1366,7 +1394,7 @@ def turn_enqueue(
     return _turn_enqueue(flavour), params
 
 
-@cache
+@_shape
 def _turn_enqueue(flavour: str) -> Insert:
     t = turns.c
     mine = select(t.ticket).where(t.session_id == SID)
@@ -1393,7 +1421,7 @@ def turn_purge(session_id: str, flavour: str) -> Bound:
     return _turn_purge(flavour), {"sid": session_id}
 
 
-@cache
+@_shape
 def _turn_purge(flavour: str) -> Delete:
     return delete(turns).where(turns.c.session_id == SID, turns.c.expires_at <= db_now(flavour))
 
@@ -1406,7 +1434,7 @@ def turn_claim(session_id: str, ticket: int, token: str, lease: float, flavour: 
     return _turn_claim(flavour), params
 
 
-@cache
+@_shape
 def _turn_claim(flavour: str) -> Update:
     t = turns.c
     ahead = turns.alias("ahead")
@@ -1432,7 +1460,7 @@ def turn_ahead(session_id: str, ticket: int, flavour: str) -> Bound:
     return _turn_ahead(flavour), {"sid": session_id, "ticket": ticket}
 
 
-@cache
+@_shape
 def _turn_ahead(flavour: str) -> Select[Any]:
     t = turns.c
     return (
@@ -1452,7 +1480,7 @@ def turn_renew(session_id: str, ticket: int, token: str, lease: float, flavour: 
     return _turn_renew(flavour), params
 
 
-@cache
+@_shape
 def _turn_renew(flavour: str) -> Update:
     t = turns.c
     return (
@@ -1509,7 +1537,7 @@ def session_with_turn(session_id: str, namespace: str, flavour: str) -> Bound:
     return _session_with_turn(flavour), _scope(session_id, namespace)
 
 
-@cache
+@_shape
 def _session_with_turn(flavour: str) -> Select[Any]:
     return (
         select(sessions, *_TURN_COLUMNS)
@@ -1532,7 +1560,7 @@ def expiry_candidates(
     return _expiry_candidates(after is not None), params
 
 
-@cache
+@_shape
 def _expiry_candidates(has_after: bool) -> Select[Any]:
     s = sessions.c
     stmt = select(s.id, s.last_message_at).where(
@@ -1561,7 +1589,7 @@ def expiry_plan(
     return _expiry_plan(flavour, lock), params
 
 
-@cache
+@_shape
 def _expiry_plan(flavour: str, lock: bool) -> Select[Any]:
     s = sessions.c
     base = (
@@ -1794,7 +1822,7 @@ def adk_ensure_state(namespace: str, app: str, scope: str, user: str, flavour: s
     return _adk_ensure_state(flavour), _state_key(namespace, app, scope, user)
 
 
-@cache
+@_shape
 def _adk_ensure_state(flavour: str) -> Executable:
     stmt = _upsert(flavour, adk_state).values(
         namespace=NS, app_name=_APP, scope=_SCOPE, user_id=_USER, state_json=literal_column("'{}'")
@@ -1932,7 +1960,7 @@ def lineage_record_rows(session_id: str, namespace: str, upto: int) -> Bound:
     return _lineage_record_rows(), _scope(session_id, namespace, upto=upto)
 
 
-@cache
+@_shape
 def _lineage_record_rows() -> Select[Any]:
     lin = lineage()
     return (
@@ -2021,3 +2049,10 @@ def sealed_session_params(stmt: Any) -> tuple[str, dict[str, str]] | None:
     if stmt is _UPDATE_SESSION_ROW:
         return "id_", {f"v_{n}": n for n in SEALED_SESSION_COLUMNS}
     return None
+
+
+SHAPE_NAMES.update(
+    (id(value), name)
+    for name, value in list(globals().items())
+    if isinstance(value, Executable) and id(value) not in SHAPE_NAMES
+)

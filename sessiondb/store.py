@@ -1,6 +1,5 @@
-# Over 700 lines (at most 800, which tests/unit/test_house.py holds it to): the code is one
-# short call per method, and the rest is each public method's docstring, the API
-# reference that help() and the generated docs show.
+# Over 700 lines (at most 800, tests/unit/test_house.py): one short call per method, and
+# each public method's docstring, the API reference that help() and the docs show.
 """The front door: :class:`SessionStore` validates, plans, makes one backend call and
 maps the result to models. Which database is behind it is the backend's business."""
 
@@ -14,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from pydantic import ValidationError
 
-from . import bulk, feed, forks, lifecycle, overlays, retention, telemetry, turns
 from . import context as ctx
 from . import cursor as cursors
+from . import retention, telemetry, turns
 from . import statements as q
 from .backends import Backend
 from .config import Settings, StoreOptions
@@ -31,6 +30,7 @@ from .errors import (
 from .feature_functions import FeatureFunctions
 from .ids import check_session_id
 from .kinds import KINDS
+from .lazy import lazy_modules
 from .models import (
     Compaction,
     Message,
@@ -43,7 +43,6 @@ from .models import (
 )
 from .rows import new_session_row, records_from_rows, session_info, utc
 from .sealing import RotationReport, rotate
-from .turns import Turn
 from .validation import (
     MAX_NAME_CHARS,
     bounded_text,
@@ -59,7 +58,11 @@ from .validation import (
 )
 
 if TYPE_CHECKING:  # imported when first used (start-up rule in sessiondb/cli.py)
+    from . import bulk, feed, forks, lifecycle, overlays
     from .compaction.breaker import CircuitBreaker
+    from .turns import Turn
+else:  # what only some calls use
+    bulk, feed, forks, lifecycle, overlays = lazy_modules("bulk feed forks lifecycle overlays")
 
 MAX_PAGE = 1000
 # What session_for_key passes on to create_session.

@@ -39,9 +39,8 @@ import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import feed
 from . import statements as q
 from .backends import IntegrityViolation, Transaction
 from .core import Core, HasCore, core_of
@@ -54,9 +53,15 @@ from .errors import (
     TurnTimeoutError,
 )
 from .ids import check_session_id
+from .lazy import lazy_modules
 from .models import Message, Record
 from .rows import utc
 from .validation import column_text
+
+if TYPE_CHECKING:
+    from . import feed
+else:  # the change feed: only a turn that waits or releases uses it
+    (feed,) = lazy_modules("feed")
 
 DEFAULT_LEASE = 30.0
 MIN_LEASE = 0.1

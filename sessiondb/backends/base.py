@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.base import Executable
 
 from ..errors import SessionDBError
-from ..statements import Bound
+from ..statements import SHAPE_NAMES, Bound
 
 T = TypeVar("T")
 
@@ -206,22 +206,43 @@ class Compiler:
     Statements are module-level singletons or cached per shape, so the cache stays
     small; should statements built per call (a test's ``text()``) fill it, it starts
     over, and each hot statement is compiled once more.
+
+    ``precompiled``: SQL already compiled for this dialect, by the statement's name in
+    :data:`sessiondb.statements.SHAPE_NAMES` (``(sql, parameter names, defaults)``); a
+    statement found there is not compiled, and ``dialect`` (a function that makes it)
+    is called only for the first statement that is not.
     """
 
     LIMIT = 512
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(
+        self,
+        dialect: Dialect | Callable[[], Dialect],
+        precompiled: Mapping[str, tuple[str, tuple[str, ...], Mapping[str, Any]]] | None = None,
+    ) -> None:
         self._dialect = dialect
+        self._precompiled = precompiled or {}
         self._cache: dict[int, tuple[Executable, Compiled]] = {}
 
     def __call__(self, stmt: Executable) -> Compiled:
         hit = self._cache.get(id(stmt))
         if hit is not None and hit[0] is stmt:
             return hit[1]
-        compiled = stmt.compile(dialect=self._dialect)  # type: ignore[attr-defined]
-        names = tuple(compiled.positiontup or ())
-        result = Compiled(str(compiled), names, dict(compiled.params))
+        ready = self._precompiled.get(SHAPE_NAMES.get(id(stmt), ""))
+        if ready is not None:
+            sql, names, defaults = ready
+            result = Compiled(sql, names, dict(defaults))
+        else:
+            result = self.compile(stmt)
         if len(self._cache) >= self.LIMIT:
             self._cache.clear()
         self._cache[id(stmt)] = (stmt, result)
         return result
+
+    def compile(self, stmt: Executable) -> Compiled:
+        """``stmt`` compiled by SQLAlchemy for the dialect, never from ``precompiled``."""
+        if not isinstance(self._dialect, Dialect):
+            self._dialect = self._dialect()
+        compiled = stmt.compile(dialect=self._dialect)  # type: ignore[attr-defined]
+        names = tuple(compiled.positiontup or ())
+        return Compiled(str(compiled), names, dict(compiled.params))

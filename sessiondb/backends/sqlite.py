@@ -36,7 +36,6 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Table, UniqueConstraint
-from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Connection
 
 from .. import statements as q
@@ -51,6 +50,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..tables import metadata, records
+from . import sqlite_sql
 from .base import Compiled, Compiler, IntegrityViolation, Row, retrying
 
 T = TypeVar("T")
@@ -188,7 +188,7 @@ class SQLiteBackend:
     def __init__(self, settings: Settings) -> None:
         self._memory = settings.is_memory
         self._path = ":memory:" if self._memory else str(settings.url.database)
-        self._compile = Compiler(sqlite_dialect(paramstyle="qmark"))
+        self._compile = Compiler(sqlite_sql.dialect, sqlite_sql.SQL)
         self._turn = asyncio.Lock()  # the writer connection's: one unit of work at a time
         self._closed = False
         self._writer: sqlite3.Connection | None = None

@@ -36,7 +36,11 @@ HEAVY = (
     "orjson",
     "ulid",
     "asyncio",
+    # The standard library's slow ones: dataclasses imports inspect (~20 ms together).
+    "dataclasses",
+    "inspect",
     # sessiondb's own heavy parts.
+    "sessiondb.config",  # its dataclasses; the help reads the SESSIONDB_* names in env
     "sessiondb.store",
     "sessiondb.models",
     "sessiondb.formats",
@@ -65,9 +69,12 @@ HEAVY = (
 )
 
 # What ``sessiondb sessions list`` on a SQLite file must not load: it needs SQLAlchemy
-# Core (to compile its statement), pydantic and sqlite3, and nothing below.
+# Core (to build its statement), pydantic and sqlite3, and nothing below. Its SQL is
+# precompiled (sessiondb/backends/sqlite_sql.py), so not even SQLite's dialect.
 NOT_FOR_SQLITE_LIST = (
     "alembic",
+    "sqlalchemy.dialects.sqlite",
+    "sessiondb.backends.precompile",
     "mako",
     "asyncpg",
     "aiosqlite",
@@ -78,6 +85,12 @@ NOT_FOR_SQLITE_LIST = (
     "sessiondb.backends.replicas",
     "sessiondb.compaction",
     "sessiondb.migrate",
+    # The store's feature modules that a listing does not call (imported by first use).
+    "sessiondb.bulk",
+    "sessiondb.feed",
+    "sessiondb.forks",
+    "sessiondb.lifecycle",
+    "sessiondb.overlays",
     "ulid",  # reads the installed packages' metadata at import: only where an id is made
     "sessiondb.orm",
     "sessiondb.formats",
@@ -278,3 +291,17 @@ def test_the_lazy_names_are_the_modules_own_objects() -> None:
 
     assert sessiondb.SessionStore is Store
     assert sessiondb.Message is Message
+
+
+def test_a_lazy_module_is_the_module_once_used() -> None:
+    """The store's feature modules are bound lazily: the first attribute read imports
+    the module, and every attribute is the module's own object."""
+    code = (
+        "import sys\n"
+        "from sessiondb.lazy import lazy_modules\n"
+        "(forks,) = lazy_modules('forks')\n"
+        "before = 'sessiondb.forks' in sys.modules\n"
+        "import sessiondb.forks as real\n"
+        "print(before, forks.fork is real.fork, 'sessiondb.forks' in repr(forks))\n"
+    )
+    assert run_python("-c", code).stdout.split() == ["False", "True", "True"]
