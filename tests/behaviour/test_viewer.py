@@ -464,8 +464,8 @@ def test_any_request_gets_a_typed_answer_never_a_500(db_url: str) -> None:
                         return None  # the sessions list's stream: for ever (tests of its own)
                     if re.fullmatch(r"/s/[^/]+/events", seen):
                         # A valid seq would stream for ever: the stream has tests of its own.
-                        kept = [(k, v) for k, v in request.url.params.multi_items()]
-                        kept = [(k, v) for k, v in kept if k != "from_seq"]
+                        items = request.url.params.multi_items()
+                        kept = [(k, v) for k, v in items if k != "from_seq"]
                         if re.fullmatch(r"[0-9]{1,18}", last_event_id or ""):
                             headers = {}
                         request = http.build_request(
