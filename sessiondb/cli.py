@@ -273,10 +273,10 @@ async def _rotate(store: SessionStore, args: argparse.Namespace, out: TextIO) ->
 
 def _require_existing(store: SessionStore) -> None:
     """A read never creates a database: refuse a SQLite file that does not exist."""
-    url = store.settings.url
-    if url.get_backend_name() != "sqlite" or store.settings.is_memory:
+    database = store.settings.sqlite_database
+    if database is None or store.settings.is_memory:
         return
-    path = Path(str(url.database))
+    path = Path(database)
     if not path.exists():
         raise ConfigurationError(
             f"no database at {path}; run `sessiondb migrate` (with --db {path}) to create it"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -169,10 +170,39 @@ FEED_MODES = ("auto", "listen", "poll")
 
 
 @dataclass(frozen=True)
+class _SQLiteFile:
+    """A SQLite database named by a plain path, ``:memory:`` or ``sqlite:///path``,
+    whose SQLAlchemy URL is not built yet."""
+
+    database: str
+
+
+class _URLField:
+    """:attr:`Settings.url`: a SQLAlchemy ``URL`` whenever it is read, but a SQLite
+    file's is built on the first read. Importing SQLAlchemy costs ~0.2 s, more than the
+    whole of a short command on SQLite (``sessiondb sessions list``), which reads the
+    file from :attr:`Settings.sqlite_database` and never needs the URL."""
+
+    def __get__(self, obj: Settings | None, owner: type | None = None) -> URL:
+        if obj is None:
+            raise AttributeError("url")  # to dataclasses: the field has no default
+        value = obj.__dict__["_url"]
+        if isinstance(value, _SQLiteFile):
+            from sqlalchemy.engine import URL
+
+            value = URL.create("sqlite", database=value.database)
+            obj.__dict__["_url"] = value
+        return typing.cast("URL", value)
+
+    def __set__(self, obj: Settings, value: URL | _SQLiteFile) -> None:
+        obj.__dict__["_url"] = value  # only __init__ sets it (the dataclass is frozen)
+
+
+@dataclass(frozen=True)
 class Settings:
     """Where the sessions live and whose they are. Validated when built."""
 
-    url: URL
+    url: URL = _URLField()  # type: ignore[assignment]  # a descriptor, not a default
     namespace: str = DEFAULT_NAMESPACE
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     #: The largest record the store writes, in UTF-8 bytes of its stored JSON.
@@ -235,6 +265,15 @@ class Settings:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> Settings:
         """Arguments first, then ``SESSIONDB_URL`` / ``SESSIONDB_NAMESPACE``, then defaults."""
+        return cls._resolved(
+            url,
+            namespace,
+            connect=connect or ConnectOptions(),
+            max_record_bytes=max_record_bytes,
+        )
+
+    @classmethod
+    def _resolved(cls, url: str | None, namespace: str | None, **options: Any) -> Settings:
         # An explicit argument is used as given, even "": an empty namespace must not
         # silently become the default tenant. An empty variable counts as unset.
         url_var = ENV_URL if url is None and os.environ.get(ENV_URL) else None
@@ -244,18 +283,13 @@ class Settings:
         if ns is None:
             ns = os.environ.get(ENV_NAMESPACE) or DEFAULT_NAMESPACE
         try:
-            parsed = normalize_url(raw_url)
+            parsed = _sqlite_file(raw_url) or normalize_url(raw_url)
         except ConfigurationError as exc:
             if url_var:
                 raise ConfigurationError(f"{url_var}: {exc}") from exc
             raise
         try:
-            return cls(
-                url=parsed,
-                namespace=ns,
-                connect=connect or ConnectOptions(),
-                max_record_bytes=max_record_bytes,
-            )
+            return cls(url=parsed, namespace=ns, **options)  # type: ignore[arg-type]
         except ConfigurationError as exc:
             if ns_var and str(exc).startswith("namespace"):
                 raise ConfigurationError(f"{ns_var}: {exc}") from exc
@@ -289,11 +323,14 @@ class Settings:
             server_settings=dict(options.get("server_settings") or {}),
             connect_args=dict(options.get("connect_args") or {}),
         )
-        max_bytes = passed.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
-        settings = cls.from_env(url, namespace, connect, max_bytes)
+        # The URL and the namespace are checked first, as from_env checks them.
+        url_first = cls.from_env(url, namespace, connect, DEFAULT_MAX_RECORD_BYTES)
         replicas = parse_replica_urls(options.get("replica_urls"))
-        return replace(
-            settings,
+        return cls(
+            url=url_first.__dict__["_url"],
+            namespace=url_first.namespace,
+            connect=connect,
+            max_record_bytes=passed.get("max_record_bytes", DEFAULT_MAX_RECORD_BYTES),
             replica_urls=replicas,
             max_replica_lag=passed.get("max_replica_lag", DEFAULT_MAX_REPLICA_LAG),
             read_consistency=passed.get("read_consistency", "session"),
@@ -303,11 +340,22 @@ class Settings:
 
     @property
     def is_sqlite(self) -> bool:
-        return self.url.get_backend_name() == "sqlite"
+        return self.sqlite_database is not None
 
     @property
     def is_memory(self) -> bool:
-        return self.is_sqlite and self.url.database in (None, "", ":memory:")
+        return self.sqlite_database in ("", ":memory:")
+
+    @property
+    def sqlite_database(self) -> str | None:
+        """The SQLite database's file as the URL names it (``""`` or ``":memory:"``: in
+        memory); None on Postgres. Read without building :attr:`url`."""
+        value = self.__dict__["_url"]
+        if isinstance(value, _SQLiteFile):
+            return value.database
+        if value.get_backend_name() != "sqlite":
+            return None
+        return value.database or ""
 
 
 def parse_replica_urls(raw: object) -> tuple[URL, ...]:
@@ -381,6 +429,21 @@ def check_namespace(namespace: object) -> str:
             f"namespace must not contain lone surrogates, got {namespace!r}"
         ) from None
     return namespace
+
+
+def _sqlite_file(raw: str | URL) -> _SQLiteFile | None:
+    """A SQLite database named without anything SQLAlchemy's parser would change (a
+    plain path, ``:memory:``, ``sqlite:///path`` with no query or ``%`` escape), so
+    that its URL can be built when first read; None for any other URL."""
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip()
+    if text.startswith("sqlite:///"):
+        database = text[len("sqlite:///") :]
+        return None if "?" in database or "%" in database else _SQLiteFile(database)
+    if not text or "://" in text:
+        return None
+    return _SQLiteFile(text)
 
 
 def normalize_url(raw: str | URL) -> URL:

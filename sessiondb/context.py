@@ -7,11 +7,16 @@ import itertools
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import decode, jsoncodec
+from .lazy import lazy_modules
 from .models import Compaction, Message, TextContent
-from .statements import TEXTS_ALONE
+
+if TYPE_CHECKING:
+    from . import statements as q
+else:  # SQLAlchemy's: imported when first used (sessiondb.shapes says why)
+    (q,) = lazy_modules("statements")
 
 # The spec's markers around a compaction summary (§7.4 step 3a, byte for byte): the
 # marker line, then ``<summary>`` on the very next line.
@@ -140,7 +145,7 @@ def texts_rows(rows: Sequence[Sequence[str]]) -> ContextRows | None:
     # The marker row comes first (the union's first part); should a database ever send
     # it elsewhere, the first row is a message's text, and the caller reads the context
     # by the other statement.
-    if not first.startswith(TEXTS_ALONE):
+    if not first.startswith(q.TEXTS_ALONE):
         return None
     texts = list(map(_FIRST, itertools.islice(rows, 1, None)))
     # ``head`` is the session's being there (the statement gave rows), not its seq.

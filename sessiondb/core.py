@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import decode
-from . import statements as q
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
 from .combine import Combiner
@@ -40,6 +39,7 @@ from .errors import (
     SessionDBError,
     SessionNotFoundError,
 )
+from .lazy import lazy_modules
 from .models import Message, Record, SessionInfo
 from .rows import (
     HeadDelta,
@@ -49,12 +49,15 @@ from .rows import (
     session_info,
 )
 from .sealing import Keyring, PlainGuard, SealedBackend
-from .tables import SEARCH
 from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
 
 if TYPE_CHECKING:
+    from . import statements as q
+    from . import tables
     from .compaction.breaker import CircuitBreaker
+else:  # SQLAlchemy's: imported when first used (sessiondb.shapes says why)
+    q, tables = lazy_modules("statements tables")
 
 T = TypeVar("T")
 
@@ -280,7 +283,9 @@ class Core:
         records' ``search`` column on Postgres, the FTS5 table on SQLite: revision 0006
         not run); if so, writes go on without it until :meth:`schema_migrated`."""
         text = str(exc)
-        if self.search_schema and ('column "search"' in text or f"no such table: {SEARCH}" in text):
+        if self.search_schema and (
+            'column "search"' in text or f"no such table: {tables.SEARCH}" in text
+        ):
             self.search_schema = False
             return True
         return False

@@ -17,15 +17,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import statements as q
 from .backends import IntegrityViolation, Transaction
 from .config import check_namespace
 from .errors import ConfigurationError, ConflictError, InvalidInputError
+from .lazy import lazy_modules
 from .rows import utc
 from .validation import column_text
 
 if TYPE_CHECKING:
+    from . import statements as q
     from .core import Core
+else:  # SQLAlchemy's: imported when first used (sessiondb.shapes says why)
+    (q,) = lazy_modules("statements")
 
 DEFAULT_BATCH = 100
 MAX_BATCH = 10_000

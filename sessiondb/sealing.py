@@ -29,12 +29,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Table
-
-from . import crypto
-from . import statements as q
+from . import crypto, shapes
 from .backends.base import Backend, IntegrityViolation, Row, Transaction, retrying
 from .errors import (
     ConfigurationError,
@@ -43,7 +40,15 @@ from .errors import (
     EncryptionError,
     SessionDBError,
 )
-from .tables import records, sessions
+from .lazy import lazy_modules
+
+if TYPE_CHECKING:  # imported when first used: SQLAlchemy's (start-up rule in sessiondb/cli.py)
+    from sqlalchemy import Table
+
+    from . import statements as q
+    from . import tables
+else:
+    q, tables = lazy_modules("statements tables")
 
 T = TypeVar("T")
 
@@ -52,9 +57,6 @@ T = TypeVar("T")
 KEYRING_REFRESH = 60.0
 # Optimistic appends tried before one that locks the head (a busy session's writers).
 OPTIMISTIC_TRIES = 3
-RECORD_COLUMNS = tuple(c.name for c in records.c)
-SESSION_COLUMNS = tuple(c.name for c in sessions.c)
-_SESSION_SEALED = frozenset(q.SEALED_SESSION_COLUMNS)
 
 
 class UnknownKeyVersion(Exception):
@@ -90,7 +92,7 @@ class Keyring:
             await self._create(backend)
 
     async def load(self, backend: Backend) -> None:
-        rows = await backend.fetch(q.data_keys_of(self.namespace))
+        rows = await backend.fetch(shapes.data_keys_of(self.namespace))
         for version, master_key_id, wrapped, completed_at in rows:
             if self._wrapped.get(version) != wrapped:
                 key = await self.unwrap(version, master_key_id, wrapped)
@@ -220,14 +222,15 @@ def _row_type(names: Sequence[str]) -> type:
 
 def _shape(stmt: Any) -> _Shape | None:
     try:
-        columns = list(stmt.exported_columns)
+        columns = list(shapes.statement_of(stmt).exported_columns)
     except AttributeError:
         return None  # text(): no sealed column is read by one
     names = tuple(str(c.key) for c in columns)
     session = tuple(
         (i, c.key)
         for i, c in enumerate(columns)
-        if c.key in _SESSION_SEALED and any(p is sessions.c[c.key] for p in c.proxy_set)
+        if c.key in q.SEALED_SESSION_COLUMNS
+        and any(p is tables.sessions.c[c.key] for p in c.proxy_set)
     )
     payload = names.index("payload") if "payload" in names else None
     if payload is None and not session:
@@ -327,7 +330,7 @@ class Opener:
 def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:
     """The bound with the session columns it writes sealed (others unchanged)."""
     stmt, params = bound
-    spec = q.sealed_session_params(stmt)
+    spec = q.sealed_session_params(shapes.statement_of(stmt))
     if spec is None:
         return bound
     id_param, columns = spec
@@ -346,8 +349,8 @@ def seal_table_rows(
 ) -> list[tuple[Any, ...]]:
     """Rows of ``table`` (every column, in table order) with their sealed columns sealed."""
     ns = keyring.namespace
-    if table is records:
-        sid_i, seq_i, pay_i = (RECORD_COLUMNS.index(n) for n in ("session_id", "seq", "payload"))
+    if table is tables.records:
+        sid_i, seq_i, pay_i = map(q.RECORD_COLUMN_NAMES.index, ("session_id", "seq", "payload"))
         out = []
         for r in rows:
             values = list(r)
@@ -355,9 +358,9 @@ def seal_table_rows(
             values[pay_i] = keyring.seal(values[pay_i], context)
             out.append(tuple(values))
         return out
-    if table is sessions:
-        id_i = SESSION_COLUMNS.index("id")
-        at = [(SESSION_COLUMNS.index(n), n) for n in q.SEALED_SESSION_COLUMNS]
+    if table is tables.sessions:
+        id_i = q.SESSION_COLUMN_NAMES.index("id")
+        at = [(q.SESSION_COLUMN_NAMES.index(n), n) for n in q.SEALED_SESSION_COLUMNS]
         out = []
         for r in rows:
             values = list(r)
@@ -664,7 +667,7 @@ class PlainGuard:
         primary = getattr(self._backend, "primary", self._backend)
         check = primary.fetch if primary is not self._backend else self._unshadowed_fetch
         try:
-            keys = await check(q.data_keys_of(self._namespace))
+            keys = await check(shapes.data_keys_of(self._namespace))
         except ConfigurationError:
             keys = []  # no key table (a schema older than encryption): not encrypted
         if keys:

@@ -71,6 +71,12 @@ from sqlalchemy import (
     update,
 )
 
+from .shapes import POSTGRES as POSTGRES
+from .shapes import SHAPE_NAMES as SHAPE_NAMES
+from .shapes import SQLITE as SQLITE
+from .shapes import Bound as Bound
+from .shapes import data_keys_of as data_keys_of  # the builders of a short process's
+from .shapes import list_sessions as list_sessions  # statements, which need no SQLAlchemy
 from .tables import (
     SEARCH,
     Id,
@@ -89,17 +95,8 @@ if TYPE_CHECKING:
     from sqlalchemy.dialects.postgresql.dml import Insert as PostgresInsert
     from sqlalchemy.dialects.sqlite.dml import Insert as SQLiteInsert
 
-Bound = tuple[Executable, dict[str, Any]]
-
 P = ParamSpec("P")
 S = TypeVar("S")
-
-#: The name of each statement of this module, by ``id``: its constant's name
-#: (``_DATA_KEYS_OF``), or its cached builder's call (``_session_with_turn('sqlite')``).
-#: Precompiled SQL is found by it (:mod:`sessiondb.backends.sqlite_sql`); every statement
-#: named here is kept alive by the module or by its builder's cache, so no other object
-#: can take its ``id``.
-SHAPE_NAMES: dict[int, str] = {}
 
 
 def _shape(build: Callable[P, S]) -> Callable[P, S]:
@@ -116,9 +113,6 @@ def _shape(build: Callable[P, S]) -> Callable[P, S]:
 
     return typing.cast("Callable[P, S]", cache(named))  # cache takes hashable arguments
 
-
-POSTGRES = "postgresql"
-SQLITE = "sqlite"
 
 # The records table's columns in table order: the order of every row tuple sessiondb
 # inserts (:func:`insert_rows`, COPY). The last, ``search``, holds in a row tuple what
@@ -790,28 +784,6 @@ def existing_sessions(ids: list[str], flavour: str) -> Bound:
 def _existing_sessions(flavour: str) -> Select[Any]:
     s = sessions.c
     return select(s.id, s.namespace, s.last_seq).where(_in_list(s.id, "ids", flavour))
-
-
-def list_sessions(
-    namespace: str,
-    *,
-    limit: int,
-    after: tuple[datetime, str] | None,
-    source: str | None,
-    parent_id: str | None,
-    flavour: str = POSTGRES,
-    with_turns: bool = True,
-) -> Bound:
-    """A keyset page, newest ``last_message_at`` first; never OFFSET. Each row carries
-    its live turn's columns as :func:`session_with_turn` does (a primary-key probe of
-    the turns table per listed session); ``with_turns=False``: without them."""
-    stmt = _list_sessions(after is not None, source, parent_id is not None, flavour, with_turns)
-    params: dict[str, Any] = {"ns": namespace, "limit": limit}
-    if after is not None:
-        params["after_at"], params["after_id"] = after
-    if parent_id is not None:
-        params["parent_id"] = parent_id
-    return stmt, params
 
 
 @_shape
@@ -1855,12 +1827,6 @@ _ADK_SET_STATE = (
 
 
 # -- encryption at rest (sessiondb.sealing) ----------------------------------------------------
-
-
-def data_keys_of(namespace: str) -> Bound:
-    """``version``, ``master_key_id``, ``wrapped_key``, ``completed_at`` of the namespace's
-    data keys, oldest first; none for a namespace that is not encrypted."""
-    return _DATA_KEYS_OF, {"ns": namespace}
 
 
 _DATA_KEYS_OF = (

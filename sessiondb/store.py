@@ -15,18 +15,12 @@ from pydantic import ValidationError
 
 from . import context as ctx
 from . import cursor as cursors
-from . import retention, telemetry, turns
-from . import statements as q
+from . import retention, shapes, telemetry, turns
 from .backends import Backend
 from .config import Settings, StoreOptions
 from .core import Core, check_expected_seq, now
 from .crypto import KeyProvider
-from .errors import (
-    ConfigurationError,
-    InvalidInputError,
-    SessionNotFoundError,
-    brief,
-)
+from .errors import ConfigurationError, InvalidInputError, SessionNotFoundError, brief
 from .feature_functions import FeatureFunctions
 from .ids import check_session_id
 from .kinds import KINDS
@@ -59,10 +53,13 @@ from .validation import (
 
 if TYPE_CHECKING:  # imported when first used (start-up rule in sessiondb/cli.py)
     from . import bulk, feed, forks, lifecycle, overlays
+    from . import statements as q
     from .compaction.breaker import CircuitBreaker
     from .turns import Turn
 else:  # what only some calls use
-    bulk, feed, forks, lifecycle, overlays = lazy_modules("bulk feed forks lifecycle overlays")
+    bulk, feed, forks, lifecycle, overlays, q = lazy_modules(
+        "bulk feed forks lifecycle overlays statements"
+    )
 
 MAX_PAGE = 1000
 # What session_for_key passes on to create_session.
@@ -358,8 +355,8 @@ class SessionStore(FeatureFunctions):
             check_session_id(parent_id)
         after = cursors.decode(cursor) if cursor is not None else None
 
-        def page(with_turns: bool) -> q.Bound:
-            return q.list_sessions(
+        def page(with_turns: bool) -> shapes.Bound:
+            return shapes.list_sessions(
                 self.namespace,
                 limit=limit + 1,
                 after=after,

@@ -11,6 +11,7 @@ can be hash-partitioned or distributed by session id without a redesign.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
@@ -283,3 +284,21 @@ data_keys = Table(
     PrimaryKeyConstraint("namespace", "version"),
     CheckConstraint("version > 0", name="version_positive"),
 )
+
+
+@cache
+def unique_by_columns() -> dict[tuple[str, ...], str]:
+    """The names of the unique constraints and indexes by their sorted columns (SQLite
+    names the columns of a violated one, not its name)."""
+    every = metadata.tables.values()
+    return {
+        tuple(sorted(c.name for c in constraint.columns)): str(constraint.name)
+        for table in every
+        for constraint in table.constraints
+        if isinstance(constraint, UniqueConstraint)
+    } | {
+        tuple(sorted(c.name for c in index.columns)): str(index.name)
+        for table in every
+        for index in table.indexes
+        if index.unique
+    }

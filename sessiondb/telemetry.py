@@ -257,12 +257,14 @@ class StoreTelemetry:
 
 def store_attributes(settings: Settings) -> dict[str, str | int]:
     """The database conventions' attributes of the store's database; never the password."""
-    url = settings.url
     attributes: dict[str, str | int] = {"sessiondb.namespace": settings.namespace}
     if settings.is_sqlite:
         attributes["db.system"] = "sqlite"
-        attributes["db.namespace"] = ":memory:" if settings.is_memory else str(url.database)
+        attributes["db.namespace"] = (
+            ":memory:" if settings.is_memory else str(settings.sqlite_database)
+        )
         return attributes
+    url = settings.url
     attributes["db.system"] = "postgresql"
     if url.database:
         attributes["db.namespace"] = url.database

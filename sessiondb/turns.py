@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import statements as q
 from .backends import IntegrityViolation, Transaction
 from .core import Core, HasCore, core_of
 from .errors import (
@@ -60,8 +59,10 @@ from .validation import column_text
 
 if TYPE_CHECKING:
     from . import feed
-else:  # the change feed: only a turn that waits or releases uses it
-    (feed,) = lazy_modules("feed")
+    from . import statements as q
+else:  # the change feed: only a turn that waits or releases uses it; the statements:
+    # SQLAlchemy's, imported when first used (sessiondb.shapes says why)
+    feed, q = lazy_modules("feed statements")
 
 DEFAULT_LEASE = 30.0
 MIN_LEASE = 0.1

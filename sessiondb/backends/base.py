@@ -15,14 +15,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
-
-from sqlalchemy import Table
-from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.sql.base import Executable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import SessionDBError
-from ..statements import SHAPE_NAMES, Bound
+from ..shapes import SHAPE_NAMES, Bound, Shape
+
+if TYPE_CHECKING:  # SQLAlchemy is imported where a statement is built (sessiondb.shapes)
+    from sqlalchemy import Table
+    from sqlalchemy.engine import Connection, Dialect
+    from sqlalchemy.sql.base import Executable
 
 T = TypeVar("T")
 
@@ -220,15 +221,19 @@ class Compiler:
         dialect: Dialect | Callable[[], Dialect],
         precompiled: Mapping[str, tuple[str, tuple[str, ...], Mapping[str, Any]]] | None = None,
     ) -> None:
-        self._dialect = dialect
+        # A function makes the dialect when the first statement is compiled (a dialect
+        # itself is not callable).
+        self._dialect: Dialect | None = None if callable(dialect) else dialect
+        self._make_dialect = dialect
         self._precompiled = precompiled or {}
-        self._cache: dict[int, tuple[Executable, Compiled]] = {}
+        self._cache: dict[int, tuple[Executable | Shape, Compiled]] = {}
 
-    def __call__(self, stmt: Executable) -> Compiled:
+    def __call__(self, stmt: Executable | Shape) -> Compiled:
         hit = self._cache.get(id(stmt))
         if hit is not None and hit[0] is stmt:
             return hit[1]
-        ready = self._precompiled.get(SHAPE_NAMES.get(id(stmt), ""))
+        name = stmt.name if type(stmt) is Shape else SHAPE_NAMES.get(id(stmt), "")
+        ready = self._precompiled.get(name)
         if ready is not None:
             sql, names, defaults = ready
             result = Compiled(sql, names, dict(defaults))
@@ -239,10 +244,12 @@ class Compiler:
         self._cache[id(stmt)] = (stmt, result)
         return result
 
-    def compile(self, stmt: Executable) -> Compiled:
+    def compile(self, stmt: Executable | Shape) -> Compiled:
         """``stmt`` compiled by SQLAlchemy for the dialect, never from ``precompiled``."""
-        if not isinstance(self._dialect, Dialect):
-            self._dialect = self._dialect()
-        compiled = stmt.compile(dialect=self._dialect)  # type: ignore[attr-defined]
+        if type(stmt) is Shape:
+            stmt = stmt.statement
+        if self._dialect is None:
+            self._dialect = self._make_dialect()  # type: ignore[operator]
+        compiled = stmt.compile(dialect=self._dialect)  # type: ignore[union-attr]
         names = tuple(compiled.positiontup or ())
         return Compiled(str(compiled), names, dict(compiled.params))

@@ -38,6 +38,7 @@ from ..errors import (
     SessionDBError,
     StoreClosedError,
 )
+from ..shapes import statement_of
 from ..tables import RECORDS
 from .base import Compiler, IntegrityViolation, Row, retrying
 from .pg_options import Connector, check_connect_args, connect_kwargs, servers_of
@@ -512,7 +513,7 @@ class PostgresBackend:
                 if exclusive:
                     # A transaction-scoped advisory lock: released by the commit.
                     stmt, params = q.exclusive_lock()
-                    await conn.execute(stmt, params)
+                    await conn.execute(statement_of(stmt), params)
                 return await conn.run_sync(fn)
         except Exception as exc:
             orig = getattr(exc, "orig", None)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import statements as q
+from ..shapes import Shape
 from ..transfer.exporter import EXPORT_BATCH
 from .base import Compiler
 from .sqlite_sql import dialect
@@ -30,7 +31,7 @@ TARGET = Path(__file__).with_name("sqlite_sql.py")
 WIDTH = 72  # characters of SQL a line of the file holds
 
 HEADER = '''"""SQLite's SQL for sessiondb's statements: its dialect, and the statements a short
-process runs first, compiled ahead (by their names in ``statements.SHAPE_NAMES``).
+process runs first, compiled ahead (by their names in ``shapes.SHAPE_NAMES``).
 
 Written by ``python -m sessiondb.backends.precompile`` (which says why); do not edit.
 Longer than the house's 700 lines: it is data, read by a program, not by people.
@@ -98,7 +99,8 @@ def table() -> dict[str, tuple[str, tuple[str, ...], dict[str, Any]]]:
     out = {}
     for stmt, _ in bounds():
         compiled = compiler.compile(stmt)
-        out[q.SHAPE_NAMES[id(stmt)]] = (compiled.sql, compiled.names, dict(compiled.defaults))
+        name = stmt.name if isinstance(stmt, Shape) else q.SHAPE_NAMES[id(stmt)]
+        out[name] = (compiled.sql, compiled.names, dict(compiled.defaults))
     return dict(sorted(out.items()))
 
 

@@ -33,12 +33,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Table, UniqueConstraint
-from sqlalchemy.engine import Connection
-
-from .. import statements as q
 from ..config import Settings
 from ..errors import (
     BusyError,
@@ -49,9 +45,19 @@ from ..errors import (
     SessionDBError,
     StoreClosedError,
 )
-from ..tables import metadata, records
+from ..lazy import lazy_modules
+from ..shapes import SQLITE
 from . import sqlite_sql
 from .base import Compiled, Compiler, IntegrityViolation, Row, retrying
+
+if TYPE_CHECKING:  # SQLAlchemy's, imported when first used (sessiondb.shapes says why)
+    from sqlalchemy import Table
+    from sqlalchemy.engine import Connection
+
+    from .. import statements as q
+    from .. import tables
+else:
+    q, tables = lazy_modules("statements tables")
 
 T = TypeVar("T")
 
@@ -114,20 +120,6 @@ def _use_wal(conn: sqlite3.Connection) -> None:
         pause = min(pause * 2, 0.05)
 
 
-# SQLite names the columns of a violated unique constraint or index, not its name.
-_UNIQUE: dict[tuple[str, ...], str] = {
-    tuple(sorted(c.name for c in constraint.columns)): str(constraint.name)
-    for table in metadata.tables.values()
-    for constraint in table.constraints
-    if isinstance(constraint, UniqueConstraint)
-} | {
-    tuple(sorted(c.name for c in index.columns)): str(index.name)
-    for table in metadata.tables.values()
-    for index in table.indexes
-    if index.unique
-}
-
-
 def _rows(conn: sqlite3.Connection, sql: str, args: list[Any], plain: bool) -> list[Any]:
     """All rows of ``sql``: :class:`sqlite3.Row` objects, or tuples if ``plain``."""
     cursor = conn.cursor()
@@ -156,7 +148,7 @@ def translate(exc: BaseException, path: str) -> BaseException:
                     part.strip().rpartition(".")[2] for part in message.split(":", 1)[1].split(",")
                 )
             )
-            return IntegrityViolation(_UNIQUE.get(columns), text)
+            return IntegrityViolation(tables.unique_by_columns().get(columns), text)
         if "FOREIGN KEY" in message:
             return IntegrityViolation(None, text)
         return DatabaseError(text)
@@ -182,12 +174,12 @@ class _Busy(Exception):
 class SQLiteBackend:
     """The store's SQLite file, or its ``:memory:`` database."""
 
-    flavour = q.SQLITE
+    flavour = SQLITE
     CHECKPOINT_EVERY = 1000  # inline commits between checkpoints on the writer thread
 
     def __init__(self, settings: Settings) -> None:
         self._memory = settings.is_memory
-        self._path = ":memory:" if self._memory else str(settings.url.database)
+        self._path = ":memory:" if self._memory else str(settings.sqlite_database)
         self._compile = Compiler(sqlite_sql.dialect, sqlite_sql.SQL)
         self._turn = asyncio.Lock()  # the writer connection's: one unit of work at a time
         self._closed = False
@@ -404,7 +396,7 @@ class SQLiteBackend:
         if found is None:
             found = self._append_sql[key] = (
                 self._compile(q.bump_head(*key)),
-                self._compile(q.insert_rows(records.name)),
+                self._compile(q.insert_rows(tables.RECORDS)),
                 self._compile(q.INDEX_RECORD_SQLITE).sql,
             )
         return found
@@ -524,7 +516,7 @@ class _Transaction:
         if not rows:
             return
         raw = self._backend._compile(q.insert_rows(table.name))
-        is_records = table.name == records.name
+        is_records = table.name == tables.RECORDS
         times = [i for i, c in enumerate(table.c) if isinstance(rows[0][i], datetime)]
         # A record row's last value is what the search index takes of it, not a column.
         params = _bound_rows(rows, times, -1 if is_records else None)

@@ -1,5 +1,5 @@
 """SQLite's SQL for sessiondb's statements: its dialect, and the statements a short
-process runs first, compiled ahead (by their names in ``statements.SHAPE_NAMES``).
+process runs first, compiled ahead (by their names in ``shapes.SHAPE_NAMES``).
 
 Written by ``python -m sessiondb.backends.precompile`` (which says why); do not edit.
 Longer than the house's 700 lines: it is data, read by a program, not by people.

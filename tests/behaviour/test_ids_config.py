@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import sql
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 
@@ -394,3 +398,62 @@ def test_postgres_scheme_spelling_is_accepted() -> None:
 
     assert normalize_url("postgres://u@h/db").drivername == "postgresql+asyncpg"
     assert normalize_url("postgres+asyncpg://u@h/db").drivername == "postgresql+asyncpg"
+
+
+# -- a SQLite file's URL is built when first read ------------------------------------------
+# (``sessiondb sessions list`` on SQLite never imports SQLAlchemy: tests/ops/test_startup.py)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["sessions.db", "  ./rel/x.db  ", ":memory:", "sqlite:///x.db", "sqlite:////abs/x.db",
+     "sqlite:///", "sqlite:///a@b:c", "sqlite:///a#b", "sqlite:///%41.db", "sqlite:///x?mode=ro",
+     "sqlite+pysqlite:///x.db", "sqlite://"],
+)  # fmt: skip
+def test_settings_read_a_sqlite_url_as_normalize_url_makes_it(raw: str) -> None:
+    settings = Settings.from_env(raw, "ns")
+    expected = normalize_url(raw)
+    assert settings.is_sqlite
+    assert settings.sqlite_database == (expected.database or "")
+    assert settings.is_memory == (expected.database in (None, "", ":memory:"))
+    url = settings.url
+    assert isinstance(url, URL) and url == expected
+    assert settings.url is url  # built once
+
+
+@given(
+    tail=st.text(st.characters(blacklist_categories=("Cs",)), max_size=30),
+    scheme=st.sampled_from(["sqlite:///", "", " sqlite:///", "sqlite:////"]),
+)
+def test_any_sqlite_text_reads_as_sqlalchemy_parses_it(tail: str, scheme: str) -> None:
+    """The settings' own reading of a SQLite URL never differs from SQLAlchemy's, and
+    refuses what it refuses."""
+    raw = scheme + tail
+    try:
+        expected = normalize_url(raw)
+    except ConfigurationError:
+        with pytest.raises(ConfigurationError):
+            Settings.from_env(raw, "ns")
+        return
+    settings = Settings.from_env(raw, "ns")
+    assert settings.sqlite_database == (
+        None if expected.get_backend_name() != "sqlite" else expected.database or ""
+    )
+    assert settings.url == expected
+
+
+def test_settings_not_yet_built_compare_copy_and_pickle() -> None:
+    a, b = Settings.from_env("x.db", "ns"), Settings.from_env("sqlite:///x.db", "ns")
+    assert a == b
+    assert Settings(url=normalize_url("x.db"), namespace="ns") == Settings.from_env("x.db", "ns")
+    assert pickle.loads(pickle.dumps(Settings.from_env("x.db", "ns"))) == a
+    assert replace(Settings.from_env("x.db", "ns"), namespace="other").url == a.url
+    assert "sqlite:///x.db" in repr(Settings.from_env("x.db", "ns"))
+    with pytest.raises(FrozenInstanceError):
+        a.url = normalize_url("y.db")  # type: ignore[misc]
+
+
+def test_a_postgres_url_has_no_sqlite_database() -> None:
+    settings = Settings.from_env("postgresql://u@h/app", "ns")
+    assert settings.sqlite_database is None and not settings.is_sqlite and not settings.is_memory
+    assert settings.url.drivername == "postgresql+asyncpg"

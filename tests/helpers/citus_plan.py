@@ -40,6 +40,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, BooleanClau
 from sqlalchemy.sql.selectable import Alias, FromClause, Join
 
 from sessiondb import search_statements as sq
+from sessiondb import shapes as named
 from sessiondb import statements as q
 from sessiondb import tables
 
@@ -197,6 +198,9 @@ NOT_STATEMENTS = {
     "sealed_session_params",
     # The bounds of a search's window read from its first row: no statement.
     "window_of",
+    # A named statement's shape, and a shape's statement: no statements of their own.
+    "shape",
+    "statement_of",
 }
 
 _ID = "01J00000000000000000000000"
@@ -297,10 +301,11 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
 
 
 def builders() -> dict[str, Callable[..., Any]]:
-    """Every public statement builder of :mod:`sessiondb.statements` and of
+    """Every public statement builder of :mod:`sessiondb.statements`, of
+    :mod:`sessiondb.shapes` (a short process's, named before they are built) and of
     :mod:`sessiondb.search_statements` (the search)."""
     found = {}
-    for module in (q, sq):
+    for module in (q, named, sq):
         for name, value in vars(module).items():
             if name.startswith("_") or name in NOT_STATEMENTS or not callable(value):
                 continue
@@ -340,7 +345,7 @@ def shapes(name: str, builder: Callable[..., Any], *, every: bool = False) -> It
         built = builder(**kwargs)
         pairs = built if isinstance(built, tuple) and isinstance(built[0], tuple) else (built,)
         for item in pairs:
-            yield item[0] if isinstance(item, tuple) else item
+            yield named.statement_of(item[0] if isinstance(item, tuple) else item)
 
 
 def _bind_names(stmt: Any) -> set[str]:

@@ -68,19 +68,19 @@ HEAVY = (
     "google",
 )
 
-# What ``sessiondb sessions list`` on a SQLite file must not load: it needs SQLAlchemy
-# Core (to build its statement), pydantic and sqlite3, and nothing below. Its SQL is
-# precompiled (sessiondb/backends/sqlite_sql.py), so not even SQLite's dialect.
+# What ``sessiondb sessions list`` on a SQLite file must not load: it needs pydantic and
+# sqlite3, and nothing below. Its statements are named (sessiondb/shapes.py) and their SQL
+# precompiled (sessiondb/backends/sqlite_sql.py), so not even SQLAlchemy: neither its
+# statements, its schema nor its URL (``Settings.url`` is built when first read).
 NOT_FOR_SQLITE_LIST = (
     "alembic",
-    "sqlalchemy.dialects.sqlite",
+    "sqlalchemy",
+    "sessiondb.statements",
+    "sessiondb.tables",
     "sessiondb.backends.precompile",
     "mako",
     "asyncpg",
     "aiosqlite",
-    "sqlalchemy.orm",
-    "sqlalchemy.ext",
-    "sqlalchemy.dialects.postgresql",
     "sessiondb.backends.postgres",
     "sessiondb.backends.replicas",
     "sessiondb.compaction",
@@ -237,7 +237,7 @@ async def test_the_collector_is_back_on_after_start_up(tmp_path: Path) -> None:
 
 def test_the_probe_names_what_it_finds(tmp_path: Path) -> None:
     """The guard can fail: a module that is loaded is reported with its importer."""
-    loaded = loaded_by("import sessiondb.store", ("alembic", "sqlalchemy"), tmp_path)
+    loaded = loaded_by("import sessiondb.statements", ("alembic", "sqlalchemy"), tmp_path)
     assert list(loaded) == ["sqlalchemy"]
     assert any("sessiondb/" in frame for frame in loaded["sqlalchemy"]), loaded
 

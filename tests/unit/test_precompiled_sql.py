@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sessiondb import statements as q
 from sessiondb.backends import precompile, sqlite_sql
 from sessiondb.backends.base import Compiler
+from sessiondb.shapes import Shape
 
 
 def test_the_precompiled_sql_is_what_sqlalchemy_compiles_now() -> None:
@@ -42,7 +43,8 @@ def test_a_precompiled_statement_is_not_compiled() -> None:
     stmt, _ = q.list_sessions(
         "ns", limit=5, after=None, source="cron", parent_id=None, flavour=q.SQLITE
     )
-    sql, names, defaults = sqlite_sql.SQL[q.SHAPE_NAMES[id(stmt)]]
+    assert isinstance(stmt, Shape)
+    sql, names, defaults = sqlite_sql.SQL[stmt.name]
     compiled = compiler(stmt)
     assert (compiled.sql, compiled.names, compiled.defaults) == (sql, names, defaults)
     assert compiler(stmt) is compiled
@@ -51,6 +53,19 @@ def test_a_precompiled_statement_is_not_compiled() -> None:
     assert compiler(other).sql == "SELECT ?"
     assert made == [1]
     assert compiler(other).names == ("x",)
+
+
+def test_a_shape_the_file_lacks_is_built_and_compiled() -> None:
+    """A named statement that is not precompiled (a source no list names) is built
+    from its builder and compiled as the statement itself would be."""
+    compiler = Compiler(sqlite_sql.dialect, sqlite_sql.SQL)
+    stmt, _ = q.list_sessions(
+        "ns", limit=5, after=None, source="webhook", parent_id=None, flavour=q.SQLITE
+    )
+    assert isinstance(stmt, Shape) and stmt.name not in sqlite_sql.SQL
+    compiled = compiler(stmt)
+    assert compiled == Compiler(sqlite_sql.dialect).compile(stmt.statement)
+    assert "'webhook'" in compiled.sql and compiled.names[:2] == ("ns", "limit")
 
 
 @pytest.mark.parametrize("flavour", [q.POSTGRES, q.SQLITE])
@@ -62,7 +77,11 @@ def test_cached_statements_are_named_by_their_shape(flavour: str) -> None:
     without, _ = q.list_sessions(
         "ns", limit=1, after=None, source=None, parent_id=None, flavour=flavour, with_turns=False
     )
-    assert q.SHAPE_NAMES[id(with_turns)] == f"_list_sessions(False, None, False, {flavour!r}, True)"
-    assert q.SHAPE_NAMES[id(without)] != q.SHAPE_NAMES[id(with_turns)]
+    assert isinstance(with_turns, Shape) and isinstance(without, Shape)
+    assert with_turns.name == f"_list_sessions(False, None, False, {flavour!r}, True)"
+    assert without.name != with_turns.name
     keys, _ = q.data_keys_of("ns")
-    assert q.SHAPE_NAMES[id(keys)] == "_DATA_KEYS_OF"
+    assert isinstance(keys, Shape) and keys.name == "_DATA_KEYS_OF"
+    # A shape is named as its statement is, once built.
+    for shape in (with_turns, without, keys):
+        assert q.SHAPE_NAMES[id(shape.statement)] == shape.name
