@@ -25,8 +25,13 @@ SQLite never loads Alembic, a Postgres driver, the file formats or an optional e
    a command uses them, not when the parser is built.
 5. A new public name of ``sessiondb`` goes in its ``_LAZY`` table (see its ``__init__``).
 6. A statement a command runs on SQLite goes in the list of
-   :mod:`sessiondb.backends.precompile` (then run it): otherwise the command imports
-   SQLAlchemy's SQLite dialect and compiles it (~15 ms).
+   :mod:`sessiondb.backends.precompile` (then run it), and its builder in
+   :mod:`sessiondb.shapes`, which names it without building it: otherwise the command
+   imports SQLAlchemy to build it (~0.2 s) and its SQLite dialect to compile it.
+7. The modules a listing imports (the store, ``core``, ``context``, ``sealing``,
+   ``turns``, ``retention``, the SQLite backend) take ``statements`` and ``tables``
+   through :func:`sessiondb.lazy.lazy_modules`, and SQLAlchemy's names only under
+   ``if TYPE_CHECKING:``; ``Settings.url`` of a SQLite file is built when first read.
 
 ``tests/ops/test_startup.py`` holds the rule in fresh interpreters and names the module
 that broke it and its import chain; a new heavy dependency goes on its lists.

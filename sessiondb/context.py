@@ -9,14 +9,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import decode, jsoncodec
+from . import jsoncodec
 from .lazy import lazy_modules
 from .models import Compaction, Message, TextContent
 
 if TYPE_CHECKING:
+    from . import decode
     from . import statements as q
-else:  # SQLAlchemy's: imported when first used (sessiondb.shapes says why)
-    (q,) = lazy_modules("statements")
+else:  # imported when first used: SQLAlchemy's (sessiondb.shapes says why), msgspec
+    decode, q = lazy_modules("decode statements")
 
 # The spec's markers around a compaction summary (§7.4 step 3a, byte for byte): the
 # marker line, then ``<summary>`` on the very next line.

@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, S
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from . import decode
 from .backends import Backend, IntegrityViolation, Transaction, open_backend
 from .backends.base import retrying
 from .combine import Combiner
@@ -53,11 +52,11 @@ from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
 
 if TYPE_CHECKING:
+    from . import decode, tables
     from . import statements as q
-    from . import tables
     from .compaction.breaker import CircuitBreaker
 else:  # SQLAlchemy's: imported when first used (sessiondb.shapes says why)
-    q, tables = lazy_modules("statements tables")
+    decode, q, tables = lazy_modules("decode statements tables")
 
 T = TypeVar("T")
 

@@ -10,13 +10,14 @@ import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from . import decode, jsoncodec
+from . import jsoncodec
 from .errors import InvalidInputError
 from .ids import new_session_id
+from .lazy import lazy_modules
 from .models import (
     Message,
     Metrics,
@@ -29,6 +30,11 @@ from .models import (
 from .naming import derive_name
 from .search_text import IndexSource, index_source, payload_index_source
 from .validation import check_source, column_text, session_fields, session_key, to_json
+
+if TYPE_CHECKING:
+    from . import decode
+else:  # msgspec's decoders: imported when a record is first read
+    (decode,) = lazy_modules("decode")
 
 
 @dataclass(slots=True)

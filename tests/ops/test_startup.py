@@ -48,6 +48,8 @@ HEAVY = (
     "sessiondb.compaction",
     "sessiondb.statements",
     "sessiondb.tables",
+    "sessiondb.decode",  # and msgspec: a listing reads no record
+    "msgspec",
     "sessiondb.backends",
     "sessiondb.migrate",
     "sessiondb.orm",
@@ -77,6 +79,8 @@ NOT_FOR_SQLITE_LIST = (
     "sqlalchemy",
     "sessiondb.statements",
     "sessiondb.tables",
+    "sessiondb.decode",  # and msgspec: a listing reads no record
+    "msgspec",
     "sessiondb.backends.precompile",
     "mako",
     "asyncpg",
