@@ -35,7 +35,7 @@ from .models import (
     SessionInfo,
     SessionPage,
 )
-from .rows import new_session_row, records_from_rows, session_info, utc
+from .rows import new_session_row, records_from_rows, session_info, session_page, utc
 from .sealing import RotationReport, rotate
 from .validation import (
     MAX_NAME_CHARS,
@@ -372,7 +372,7 @@ class SessionStore(FeatureFunctions):
         if len(rows) > limit:
             last = rows[limit - 1]
             next_cursor = cursors.encode(utc(last["last_message_at"]), last["id"])
-        return SessionPage(items=items, next_cursor=next_cursor)
+        return session_page(items, next_cursor)
 
     async def rename(self, session_id: str, name: str) -> SessionInfo:
         """Set the session's name.

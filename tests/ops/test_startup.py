@@ -50,6 +50,9 @@ HEAVY = (
     "sessiondb.tables",
     "sessiondb.decode",  # and msgspec: a listing reads no record
     "msgspec",
+    # A listing builds no validator (rows.session_info), so pydantic never looks up its
+    # plugins (every installed package's entry points).
+    "pydantic.plugin._loader",
     "sessiondb.backends",
     "sessiondb.migrate",
     "sessiondb.orm",
@@ -81,6 +84,9 @@ NOT_FOR_SQLITE_LIST = (
     "sessiondb.tables",
     "sessiondb.decode",  # and msgspec: a listing reads no record
     "msgspec",
+    # A listing builds no validator (rows.session_info), so pydantic never looks up its
+    # plugins (every installed package's entry points).
+    "pydantic.plugin._loader",
     "sessiondb.backends.precompile",
     "mako",
     "asyncpg",
