@@ -40,6 +40,7 @@ that broke it and its import chain; a new heavy dependency goes on its lists.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -206,6 +207,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``sessiondb sessions list | head``): no traceback, and
+        # none at exit either, when Python flushes what is left for the closed pipe.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     return 0
 
 

@@ -6,6 +6,8 @@ import asyncio
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,6 +147,31 @@ def test_python_dash_m_uses_sessiondb_url(tmp_path: Path) -> None:
     assert db.exists()
     done = run_python("-m", "sessiondb", "sessions", "list", "--json", env=env, cwd=tmp_path)
     assert json.loads(done.stdout)["items"] == []
+
+
+def test_a_reader_that_goes_away_ends_the_listing_without_a_traceback(tmp_path: Path) -> None:
+    """``sessiondb sessions list | head -1``: the pipe's reader is gone before the
+    listing writes (its end closed first), and the command exits as a shell reports a
+    command SIGPIPE killed, saying nothing."""
+    db = tmp_path / "piped.sqlite3"
+    env = {**os.environ, "SESSIONDB_URL": str(db)}
+    run_python("-m", "sessiondb", "migrate", env=env, cwd=tmp_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sessiondb", "sessions", "list"],
+            env=env,
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr == ""
 
 
 def test_quickstart_runs_on_the_default_sqlite_file(tmp_path: Path) -> None:
