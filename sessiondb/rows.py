@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from . import jsoncodec
-from .errors import InvalidInputError
+from .errors import CorruptRecordError, InvalidInputError, brief
 from .ids import new_session_id
 from .lazy import lazy_modules
 from .models import (
@@ -33,7 +33,14 @@ from .models import (
 )
 from .naming import derive_name
 from .search_text import IndexSource, index_source, payload_index_source
-from .validation import check_source, column_text, session_fields, session_key, to_json
+from .validation import (
+    check_source,
+    column_text,
+    first_error,
+    session_fields,
+    session_key,
+    to_json,
+)
 
 if TYPE_CHECKING:
     from . import decode
@@ -435,9 +442,22 @@ _PAGE_FIELDS = frozenset(SessionPage.model_fields)
 
 def session_info(m: Any) -> SessionInfo:
     """A sessions row as a model: built as it is when every column holds exactly its
-    field's type (what sessiondb writes), else validated, so that a row of any other
-    shape is converted or refused as before. A listing so builds no validator: in a CLI
-    listing, building them and pydantic's look-up of its plugins cost ~25 ms."""
+    field's type (what sessiondb writes), else validated, so that a row of another type
+    is converted as validation converts it. A listing so builds no validator: in a CLI
+    listing, building them and pydantic's look-up of its plugins cost ~25 ms.
+
+    Raises:
+        CorruptRecordError: a column holds what no model can (the row was not written
+            by sessiondb, or was changed since).
+    """
+    try:
+        return _session_info(m)
+    except (ValidationError, ValueError, TypeError, AttributeError) as exc:
+        why = first_error(exc) if isinstance(exc, ValidationError) else brief(str(exc))
+        raise CorruptRecordError(f"session {brief(m['id'])}: its stored row: {why}") from None
+
+
+def _session_info(m: Any) -> SessionInfo:
     count = m["message_count"]
     metrics = {n: m[n] for n in Metrics.model_fields}  # in the fields' order, as validated
     f = {

@@ -211,3 +211,32 @@ async def test_an_older_shape_that_validation_reads_reads_as_before(
     assert want == Message.model_validate(jsoncodec.loads(stored))
     assert (await store.context(sid))[1] == want
     assert (await store.records(sid))[1].message == want
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "named"),
+    [
+        ("metadata_json", "[1, 2]", "metadata"),
+        ("metadata_json", "{not json", "stored row"),
+        ("metadata_json", '"a string"', "metadata"),
+        ("name", None, None),  # a column that may be empty reads as empty
+    ],
+    ids=repr,
+)
+async def test_a_corrupt_sessions_row_is_refused_by_every_read_of_it(
+    store: SessionStore, column: str, value: str | None, named: str | None
+) -> None:
+    """A sessions row sessiondb did not write is a :class:`CorruptRecordError` naming the
+    session (never pydantic's or json's own error), from a listing and from a read of
+    the one session; the other sessions of a listing are not at fault."""
+    sid = (await store.create_session(name="kept", metadata={"k": 1})).id
+    await sql.execute(
+        store, f"UPDATE sessiondb_sessions SET {column} = :v WHERE id = :sid", v=value, sid=sid
+    )
+    if named is None:
+        assert (await store.get_session(sid)).name is None
+        return
+    for read in (store.list_sessions, lambda: store.get_session(sid)):
+        with pytest.raises(CorruptRecordError, match=f"session '{sid}'.*{named}") as raised:
+            await read()
+        assert isinstance(raised.value, SessionDBError)

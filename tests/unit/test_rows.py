@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from sessiondb.backends.sqlite import timestamp
+from sessiondb.errors import CorruptRecordError
 from sessiondb.models import Metrics, SessionInfo, TurnInfo
 from sessiondb.rows import session_info, utc
 
@@ -137,8 +137,9 @@ def test_a_row_of_other_types_is_converted_as_validation_converts_it(
     [{"source": "webhook"}, {"id": 7}, {"message_count": "many"}, {"metadata_json": "[1]"}],
     ids=repr,
 )
-def test_a_row_no_model_can_hold_is_refused_as_validation_refuses_it(
+def test_a_row_no_model_can_hold_is_refused_naming_the_session(
     change: dict[str, Any],
 ) -> None:
-    with pytest.raises(ValidationError):
-        session_info({**_ROW, **change})
+    row = {**_ROW, **change}
+    with pytest.raises(CorruptRecordError, match=f"session {row['id']!r}: its stored row"):
+        session_info(row)
