@@ -43,7 +43,7 @@ class Shape:
         self._attribute = attribute
         self._args = args
         self._built: Executable | None = None
-        self.name = attribute if args is None else f"{attribute}({', '.join(map(repr, args))})"
+        self.name = attribute if args is None else shape_name(attribute, args)
 
     @property
     def statement(self) -> Executable:
@@ -66,6 +66,18 @@ def shape(attribute: str, *args: Any) -> Shape:
     """The :class:`Shape` of ``statements.<attribute>``: a constant with no ``args``, a
     builder's call with them (``shape("_list_sessions", False, None, ...)``)."""
     return Shape(attribute, args or None)
+
+
+def shape_name(builder: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> str:
+    """The name of a cached builder's statement: its call (``_list_sessions(False, …)``)."""
+    call = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted((kwargs or {}).items())]
+    return f"{builder}({', '.join(call)})"
+
+
+def name_of(stmt: Any) -> str:
+    """``stmt``'s name: a :class:`Shape`'s own, else its entry in :data:`SHAPE_NAMES`
+    (``""`` for a statement not named there)."""
+    return stmt.name if type(stmt) is Shape else SHAPE_NAMES.get(id(stmt), "")
 
 
 def statement_of(stmt: Any) -> Any:

@@ -77,6 +77,7 @@ from .shapes import SQLITE as SQLITE
 from .shapes import Bound as Bound
 from .shapes import data_keys_of as data_keys_of  # the builders of a short process's
 from .shapes import list_sessions as list_sessions  # statements, which need no SQLAlchemy
+from .shapes import shape_name
 from .tables import (
     SEARCH,
     Id,
@@ -107,8 +108,7 @@ def _shape(build: Callable[P, S]) -> Callable[P, S]:
     @wraps(build)
     def named(*args: P.args, **kwargs: P.kwargs) -> S:
         stmt = build(*args, **kwargs)
-        call = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted(kwargs.items())]
-        SHAPE_NAMES.setdefault(id(stmt), f"{build.__name__}({', '.join(call)})")
+        SHAPE_NAMES.setdefault(id(stmt), shape_name(build.__name__, args, kwargs))
         return stmt
 
     return typing.cast("Callable[P, S]", cache(named))  # cache takes hashable arguments

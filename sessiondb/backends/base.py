@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import SessionDBError
-from ..shapes import SHAPE_NAMES, Bound, Shape
+from ..shapes import Bound, Shape, name_of, statement_of
 
 if TYPE_CHECKING:  # SQLAlchemy is imported where a statement is built (sessiondb.shapes)
     from sqlalchemy import Table
@@ -209,7 +209,7 @@ class Compiler:
     over, and each hot statement is compiled once more.
 
     ``precompiled``: SQL already compiled for this dialect, by the statement's name in
-    :data:`sessiondb.statements.SHAPE_NAMES` (``(sql, parameter names, defaults)``); a
+    :data:`sessiondb.shapes.SHAPE_NAMES` (``(sql, parameter names, defaults)``); a
     statement found there is not compiled, and ``dialect`` (a function that makes it)
     is called only for the first statement that is not.
     """
@@ -232,8 +232,7 @@ class Compiler:
         hit = self._cache.get(id(stmt))
         if hit is not None and hit[0] is stmt:
             return hit[1]
-        name = stmt.name if type(stmt) is Shape else SHAPE_NAMES.get(id(stmt), "")
-        ready = self._precompiled.get(name)
+        ready = self._precompiled.get(name_of(stmt))
         if ready is not None:
             sql, names, defaults = ready
             result = Compiled(sql, names, dict(defaults))
@@ -246,8 +245,7 @@ class Compiler:
 
     def compile(self, stmt: Executable | Shape) -> Compiled:
         """``stmt`` compiled by SQLAlchemy for the dialect, never from ``precompiled``."""
-        if type(stmt) is Shape:
-            stmt = stmt.statement
+        stmt = statement_of(stmt)
         if self._dialect is None:
             self._dialect = self._make_dialect()  # type: ignore[operator]
         compiled = stmt.compile(dialect=self._dialect)  # type: ignore[union-attr]

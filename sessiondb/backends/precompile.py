@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import statements as q
-from ..shapes import Shape
+from ..shapes import name_of
 from ..transfer.exporter import EXPORT_BATCH
 from .base import Compiler
 from .sqlite_sql import dialect
@@ -99,7 +99,8 @@ def table() -> dict[str, tuple[str, tuple[str, ...], dict[str, Any]]]:
     out = {}
     for stmt, _ in bounds():
         compiled = compiler.compile(stmt)
-        name = stmt.name if isinstance(stmt, Shape) else q.SHAPE_NAMES[id(stmt)]
+        name = name_of(stmt)
+        assert name, f"a precompiled statement has no name: {stmt}"
         out[name] = (compiled.sql, compiled.names, dict(compiled.defaults))
     return dict(sorted(out.items()))
 

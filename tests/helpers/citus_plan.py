@@ -198,8 +198,11 @@ NOT_STATEMENTS = {
     "sealed_session_params",
     # The bounds of a search's window read from its first row: no statement.
     "window_of",
-    # A named statement's shape, and a shape's statement: no statements of their own.
+    # A named statement's shape, its name, and a shape's statement: no statements of
+    # their own.
     "shape",
+    "shape_name",
+    "name_of",
     "statement_of",
 }
 
