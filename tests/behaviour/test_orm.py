@@ -19,7 +19,7 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from helpers import sql as sqlh
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import (
     String,
@@ -531,6 +531,8 @@ def test_fuzz_metadata_field_finds_the_session_by_any_key(db_url: str) -> None:
         )
         @given(key=json_text, value=json_text, other=json_text)
         def check(key: str, value: str, other: str) -> None:
+            # The fixed keys below would overwrite a generated key of the same name.
+            assume(key not in ("n", "flag"))
             metadata: dict[str, Any] = {key: value, "n": 7, "flag": None}
             sid = run(store.create_session(metadata=metadata)).id
             if other != key:
