@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from sessiondb.backends import open_backend
 from sessiondb.config import Settings
 from sessiondb.migrate import is_search_table, is_sessiondb_table
-from sessiondb.tables import VERSION_TABLE, with_search_index
+from sessiondb.tables import VERSION_TABLE, with_partial_indexes
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("connection") is None:
@@ -32,7 +32,7 @@ def _own_tables_only(name: str | None, type_: str, parent_names: object) -> bool
 def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=with_search_index(),
+        target_metadata=with_partial_indexes(),
         version_table=VERSION_TABLE,
         include_name=_own_tables_only,
         render_as_batch=connection.dialect.name == "sqlite",
@@ -61,7 +61,7 @@ def run_offline() -> None:
     settings = Settings.from_env(url)
     context.configure(
         url=settings.url,
-        target_metadata=with_search_index(),
+        target_metadata=with_partial_indexes(),
         version_table=VERSION_TABLE,
         literal_binds=True,
         render_as_batch=settings.is_sqlite,

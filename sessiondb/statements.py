@@ -70,6 +70,8 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from .shapes import POSTGRES as POSTGRES
 from .shapes import SHAPE_NAMES as SHAPE_NAMES
@@ -79,6 +81,7 @@ from .shapes import data_keys_of as data_keys_of  # the builders of a short proc
 from .shapes import list_sessions as list_sessions  # statements, which need no SQLAlchemy
 from .shapes import shape_name
 from .tables import (
+    RESPONSE_KEY,
     SEARCH,
     Id,
     UTCDateTime,
@@ -95,6 +98,7 @@ if TYPE_CHECKING:
     from sqlalchemy.dialects.postgresql import ARRAY
     from sqlalchemy.dialects.postgresql.dml import Insert as PostgresInsert
     from sqlalchemy.dialects.sqlite.dml import Insert as SQLiteInsert
+    from sqlalchemy.sql.compiler import SQLCompiler
 
 P = ParamSpec("P")
 S = TypeVar("S")
@@ -295,9 +299,11 @@ def context_tail(
 
 
 #: The first character of :func:`context_texts`'s first row: the session is not a fork
-#: and has no live prune record, and the message rows follow (``+``); or the caller needs
+#: and has no live prune record, and the message rows follow (``+``; ``=`` when no kept
+#: message names a response, so none is a split response's part); or the caller needs
 #: :func:`context` (``-``).
 TEXTS_ALONE = "+"
+TEXTS_NO_RESPONSES = "="
 TEXTS_NEED_CONTEXT = "-"
 
 
@@ -305,11 +311,13 @@ def context_texts(session_id: str, namespace: str) -> Bound:
     """The context of a session that is no fork and has no live prune record (the common
     case) as texts, in one column: the whole of ``SessionStore.context_json``'s data.
 
-    The first row is :data:`TEXTS_ALONE` followed by the payload of the latest live
-    compaction (nothing when there is none); the payloads of the live messages from its
-    ``first_kept_seq`` on follow, in seq order. For a fork, or a session with a live
-    prune record, the one row is :data:`TEXTS_NEED_CONTEXT` and no message follows: the
-    caller runs :func:`context`. No row: no such session in this namespace.
+    The first row is :data:`TEXTS_ALONE` (or :data:`TEXTS_NO_RESPONSES`: no message from
+    the kept range on is in the responses index, :data:`tables.RESPONSES_INDEX`)
+    followed by the payload of the latest live compaction (nothing when there is none);
+    the payloads of the live messages from its ``first_kept_seq`` on follow, in seq
+    order. For a fork, or a session with a live prune record, the one row is
+    :data:`TEXTS_NEED_CONTEXT` and no message follows: the caller runs :func:`context`.
+    No row: no such session in this namespace.
     """
     return _context_texts(), _scope(session_id, namespace)
 
@@ -342,10 +350,18 @@ def _context_texts() -> CompoundSelect[Any]:
         .cte("answer")
     )
     summary = func.coalesce(select(compaction.c.payload).scalar_subquery(), _text(""))
-    head = select(
-        case((flag.c.elsewhere, _text(TEXTS_NEED_CONTEXT)), else_=_text(TEXTS_ALONE) + summary)
-    ).select_from(flag)
     first_kept = func.coalesce(select(compaction.c.first_kept_seq).scalar_subquery(), const(0))
+    # The responses index's condition, spelled as the index spells it, so that both
+    # planners read the index (a probe; without it, before revision 0009, a read of the
+    # kept assistant messages' texts, with the same answer).
+    responses = exists().where(own, _names_response(), records.c.seq >= first_kept)
+    head = select(
+        case(
+            (flag.c.elsewhere, _text(TEXTS_NEED_CONTEXT)),
+            (responses, _text(TEXTS_ALONE) + summary),
+            else_=_text(TEXTS_NO_RESPONSES) + summary,
+        )
+    ).select_from(flag)
     # The ORDER BY is the index's order (session_id, kind, seq): no sort on either
     # database, and the seq order needs no check in Python (there are no seqs to check).
     kept = (
@@ -369,6 +385,31 @@ def _context_texts() -> CompoundSelect[Any]:
         .subquery("kept")
     )
     return union_all(head, select(kept.c.payload))
+
+
+class _Position(FunctionElement[int]):
+    """``position(text, needle)``: 1 + where ``needle`` starts in ``text``, 0 when it is
+    not there (Postgres ``strpos``, SQLite ``instr``)."""
+
+    type = Integer()
+    inherit_cache = True
+
+
+@compiles(_Position, "postgresql")
+def _strpos(element: _Position, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"strpos({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_Position)
+def _instr(element: _Position, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"instr({compiler.process(element.clauses, **kw)})"
+
+
+def _names_response() -> ColumnElement[bool]:
+    """The records' row is in the responses index: its condition as
+    :func:`tables.response_predicate` spells it, term by term, for the planners to match."""
+    key = literal_column(f"'{RESPONSE_KEY}'", type_=Text())
+    return and_(records.c.role == const("assistant"), _Position(records.c.payload, key) > const(0))
 
 
 def _text(value: str) -> ColumnElement[Any]:

@@ -172,18 +172,40 @@ records = Table(
     # The latest compaction and the tombstones of a session, found by index; the kept
     # range is a primary-key range. One secondary index keeps appends cheap.
     Index(None, "session_id", "kind", "seq"),
-    # and the search index: see with_search_index.
+    # and the partial indexes: see with_partial_indexes.
 )
 
+#: The partial index of the assistant messages whose stored text names a response
+#: (``"responseId"``, the key of a split response's parts: sessiondb.context), by
+#: ``(session_id, seq)``. The database fills it from the stored text itself, whoever
+#: writes the row, so a context read may trust its absence: a session whose kept
+#: messages have no entry in it holds no split response, and its texts need no search
+#: (statements.context_texts). Revision 0009.
+RESPONSES_INDEX = "ix_sessiondb_records_responses"
+#: The text the index's rows hold: the key in quotes, however the JSON around it is
+#: spaced (inside a string its quotes would be escaped; a string that is exactly the
+#: name has it too, and costs only a search).
+RESPONSE_KEY = '"responseId"'
 
-def with_search_index() -> MetaData:
-    """:data:`metadata` with the records' search indexes, a partial GIN index on Postgres
-    and a partial B-tree of the indexed records' ``(created_at, session_id, seq)`` (both
-    empty on SQLite, which searches its FTS5 table). Their dialect options make
-    SQLAlchemy import the Postgres dialect, so it is added here, by what compares or
-    creates the whole schema (the migration environment, the schema page), and not when
-    this module is imported: a SQLite process never loads that dialect (the start-up
-    rule of sessiondb.cli). Idempotent."""
+
+def response_predicate(dialect: str) -> str:
+    """The responses index's ``WHERE``, as ``dialect`` spells it; a query must spell its
+    condition alike for the planner to use the index (statements.context_texts)."""
+    contains = "strpos" if dialect == "postgresql" else "instr"
+    # No ``kind = 'message'``: with it, SQLite's planner took the (session_id, kind, seq)
+    # index instead and tested each kept message's text. Only messages have a role.
+    return f"role = 'assistant' AND {contains}(payload, '{RESPONSE_KEY}') > 0"
+
+
+def with_partial_indexes() -> MetaData:
+    """:data:`metadata` with the records' partial indexes: the search indexes, a GIN index
+    on Postgres and a B-tree of the indexed records' ``(created_at, session_id, seq)``
+    (both empty on SQLite, which searches its FTS5 table), and the responses index
+    (:data:`RESPONSES_INDEX`). Their dialect options make SQLAlchemy import the Postgres
+    dialect, so they are added here, by what compares or creates the whole schema (the
+    migration environment, the schema page), and not when this module is imported: a
+    SQLite process never loads that dialect (the start-up rule of sessiondb.cli).
+    Idempotent."""
     if not any(index.columns.keys() == ["search"] for index in records.indexes):
         Index(
             None,
@@ -201,6 +223,13 @@ def with_search_index() -> MetaData:
             records.c.seq,
             postgresql_where=text("search IS NOT NULL"),
             sqlite_where=text("search IS NOT NULL"),
+        )
+        Index(
+            RESPONSES_INDEX,
+            records.c.session_id,
+            records.c.seq,
+            postgresql_where=text(response_predicate("postgresql")),
+            sqlite_where=text(response_predicate("sqlite")),
         )
     return metadata
 

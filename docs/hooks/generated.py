@@ -77,9 +77,9 @@ def schema() -> str:
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    from sessiondb.tables import with_search_index
+    from sessiondb.tables import with_partial_indexes
 
-    metadata = with_search_index()
+    metadata = with_partial_indexes()
 
     dialect = postgresql.dialect()
 

@@ -186,8 +186,16 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "last_seq \n"
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.id = ? AND sessiondb_sessions.namespace = ?)\n"
-            " SELECT CASE WHEN answer.elsewhere THEN '-' ELSE '+' || "
-            "coalesce((SELECT latest_compaction.payload \n"
+            " SELECT CASE WHEN answer.elsewhere THEN '-' WHEN (EXISTS (SELECT * \n"
+            "FROM sessiondb_records \n"
+            "WHERE sessiondb_records.session_id = ? AND sessiondb_records.role = "
+            "'assistant' AND instr(sessiondb_records.payload, '\"responseId\"') > 0 "
+            "AND sessiondb_records.seq >= coalesce((SELECT "
+            "latest_compaction.first_kept_seq \n"
+            "FROM latest_compaction), 0))) THEN '+' || coalesce((SELECT "
+            "latest_compaction.payload \n"
+            "FROM latest_compaction), '') ELSE '=' || coalesce((SELECT "
+            "latest_compaction.payload \n"
             "FROM latest_compaction), '') END AS anon_1 \n"
             "FROM answer UNION ALL SELECT kept.payload \n"
             "FROM (SELECT sessiondb_records.payload AS payload \n"
@@ -203,7 +211,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "FROM tombstoned))) AND (SELECT answer.elsewhere \n"
             "FROM answer) = 0 ORDER BY sessiondb_records.seq) AS kept"
         ),
-        ("sid", "sid", "param_1", "sid", "sid", "ns", "sid"),
+        ("sid", "sid", "param_1", "sid", "sid", "ns", "sid", "sid"),
         {"sid": None, "param_1": 0, "ns": None},
     ),
     "_expiry_candidates(False)": (

@@ -20,6 +20,7 @@ from helpers.overlays import summary_text
 
 from sessiondb import SessionStore
 from sessiondb import statements as q
+from sessiondb.tables import RESPONSES_INDEX
 
 pytestmark = pytest.mark.postgres_only
 
@@ -87,6 +88,8 @@ async def test_context_query_reads_records_by_index_only(pg_url: str) -> None:
         for plan in (root_plan, texts_plan):
             assert any("seq >= COALESCE" in line for line in plan), "\n".join(plan)
         assert "Sort" not in "\n".join(texts_plan)  # the index's order is the seq order
+        # Whether a kept message names a response: a probe of the responses index.
+        assert RESPONSES_INDEX in "\n".join(texts_plan)
 
         # And the query gives the right answer over this history.
         context = await store.context(sid)
