@@ -109,10 +109,18 @@ def to_messages(rows: ContextRows) -> list[Message]:
             for seq, m in zip(rows.seqs, messages, strict=True)
         ]
     # Only a message naming a response can be part of one: what the read saw of the
-    # texts instead of each message's extra fields.
+    # texts instead of each message's extra fields. The groups from the texts' two
+    # fields, so that only the parts of a split response are built here (a Claude Code
+    # session names a response in every assistant message: 1,000 messages of one took
+    # ~12 ms, each built to read its fields).
     if names_response:
-        groups = response_groups([(m.role, _response_of(m)) for m in messages])
-        messages = [_merged_message([messages[i] for i in g]) for g in groups]
+        if all(p.__class__ is str for p in rows.messages):
+            heads = decode.response_heads(rows.messages)
+        else:  # a SQLite column changed by hand: the messages' own fields
+            heads = [(m.role, _response_of(m)) for m in messages]
+        groups = response_groups(heads)
+        if len(groups) < len(messages):
+            messages = [_merged_message([messages[i] for i in g]) for g in groups]
     out.extend(messages)
     return out
 
@@ -169,14 +177,17 @@ def _array(compaction: str | None, texts: list[str], responses: bool = True) -> 
     # None when the responses index has no kept message (~30 µs of 200 messages' 110 kB
     # here: a fifth of the read).
     if responses and _RESPONSE_KEY in array:
-        # Only a context holding a split response pays for parsing its messages.
-        values = [jsoncodec.loads(t) for t in texts]
-        groups = response_groups([(v.get("role"), _response_id(v)) for v in values])
-        texts = [
-            texts[g[0]] if len(g) == 1 else jsoncodec.dumps(merge_wire([values[i] for i in g]))
-            for g in groups
-        ]
-        array = _joined(parts, texts)
+        # Only a split response's parts are parsed (to be merged); the others' role and
+        # response id are read without parsing them (decode.response_heads).
+        groups = response_groups(decode.response_heads(texts))
+        if len(groups) < len(texts):
+            texts = [
+                texts[g[0]]
+                if len(g) == 1
+                else jsoncodec.dumps(merge_wire([jsoncodec.loads(texts[i]) for i in g]))
+                for g in groups
+            ]
+            array = _joined(parts, texts)
     return array
 
 

@@ -145,6 +145,43 @@ def context_messages(payloads: Sequence[str], responses: bool = True) -> tuple[l
 _RESPONSE_NAME = '"responseId"'
 
 
+class _Head(msgspec.Struct, gc=False):
+    """The fields of a stored message that place it in a split response (any type: the
+    caller decides what a value means, as it did of the parsed object)."""
+
+    role: Any = None
+    responseId: Any = None  # the wire's name
+
+
+_HEAD = msgspec.json.Decoder(_Head)
+
+
+def response_heads(payloads: Sequence[str]) -> list[tuple[Any, str | None]]:
+    """``(role, responseId)`` of each stored message text (the id ``None`` unless a
+    string), the two top-level fields read without parsing the rest: ~0.6 µs a 1.2 kB
+    Claude Code message here, against ~2 µs to parse it whole. msgspec reads JSON as
+    the parsers do (the last of a repeated key counts); a text it refuses is parsed.
+
+    Raises:
+        CorruptRecordError: a text is not a JSON object.
+    """
+    out: list[tuple[Any, str | None]] = []
+    append = out.append
+    for payload in payloads:
+        try:
+            head = _HEAD.decode(payload)
+            role, response = head.role, head.responseId
+        except (msgspec.DecodeError, TypeError):  # the exact path's text, or no object
+            value = parse(payload, "stored message")
+            if not isinstance(value, dict):
+                raise CorruptRecordError(
+                    f"stored message: the payload is not a JSON object: {brief(payload)}"
+                ) from None
+            role, response = value.get("role"), value.get("responseId")
+        append((role, response if response.__class__ is str else None))
+    return out
+
+
 # What the shape check raises for a text it leaves to the validation.
 _NOT_SHAPE = (msgspec.DecodeError, RecursionError, ValueError, TypeError)
 

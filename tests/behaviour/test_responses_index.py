@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from sessiondb import InvalidInputError, SessionStore
 from sessiondb import statements as q
+from sessiondb.context import merge_split_responses
 from sessiondb.tables import RESPONSE_KEY, RESPONSES_INDEX
 
 
@@ -170,9 +171,12 @@ def test_the_verdict_is_what_the_kept_texts_say(db_url: str) -> None:
             # The index may say a response is named where a tombstone took the message
             # back (it reads the stored rows); never the other way round.
             assert marker == q.TEXTS_ALONE or not named
+            wire = run(_same_as_context(store, sid))
             if gone is None or gone > len(messages):
                 assert marker == (q.TEXTS_ALONE if named else q.TEXTS_NO_RESPONSES)
-            run(_same_as_context(store, sid))
+                # The parts of each split response merged as the reference merges them.
+                merged = merge_split_responses([r.message.to_wire() for r in kept])
+                assert wire[len(wire) - len(merged) :] == merged
 
         check()
     finally:

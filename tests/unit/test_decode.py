@@ -219,3 +219,38 @@ def test_the_exact_path_reads_what_orjson_cannot() -> None:
     message = decode.message(text)
     assert message.text() == "a\ud800"
     assert message.model_extra == {"n": 2**70}
+
+
+# -- a split response's fields, read without parsing the rest --------------------------
+
+_head_keys = st.sampled_from(["role", "responseId", "content", "x", "responseid", "role "])
+
+
+@st.composite
+def _objects(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    """A stored message's text, sometimes with a key repeated (as a hand-written text may
+    have it; the parsers keep the last), and the object the parsers read from it."""
+    pairs = draw(st.lists(st.tuples(_head_keys, _json), max_size=6))
+    text = "{" + ",".join(f"{jsoncodec.dumps(k)}:{jsoncodec.dumps(v)}" for k, v in pairs) + "}"
+    if any(jsoncodec.is_exact_path(jsoncodec.dumps(v)) for _, v in pairs):
+        text = " " + text  # the exact path's mark, as dumps writes it
+    return text, jsoncodec.loads(text)
+
+
+@settings(max_examples=800)
+@given(st.lists(_objects(), max_size=4))
+def test_response_heads_are_what_the_parsed_objects_hold(
+    objects: list[tuple[str, dict[str, Any]]],
+) -> None:
+    texts = [t for t, _ in objects]
+    expected = [
+        (v.get("role"), r if isinstance(r := v.get("responseId"), str) else None)
+        for _, v in objects
+    ]
+    assert decode.response_heads(texts) == expected
+
+
+@pytest.mark.parametrize("text", ["[1]", '"text"', "5", "null", "{", ""])
+def test_response_heads_refuse_a_text_that_is_no_object_typed(text: str) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode.response_heads(['{"role":"user"}', text])
