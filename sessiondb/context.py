@@ -174,8 +174,8 @@ def _array(compaction: str | None, texts: list[str], responses: bool = True) -> 
     array = _joined(parts, texts)
     # One search of the joined text, not one a message (~100 µs for 200 messages here);
     # the summary may hold the key too, which costs that context a parse, nothing more.
-    # None when the responses index has no kept message (~30 µs of 200 messages' 110 kB
-    # here: a fifth of the read).
+    # No search when the responses index holds no kept message (~30 µs of 200 messages'
+    # 110 kB here: a fifth of the read).
     if responses and _RESPONSE_KEY in array:
         # Only a split response's parts are parsed (to be merged); the others' role and
         # response id are read without parsing them (decode.response_heads).
