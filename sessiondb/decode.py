@@ -171,7 +171,8 @@ def response_heads(payloads: Sequence[str]) -> list[tuple[Any, str | None]]:
         try:
             head = _HEAD.decode(payload)
             role, response = head.role, head.responseId
-        except (msgspec.DecodeError, TypeError):  # the exact path's text, or no object
+        except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
+            # the exact path's text, a lone surrogate, too deep for msgspec, no object
             value = parse(payload, "stored message")
             if not isinstance(value, dict):
                 raise CorruptRecordError(

@@ -250,7 +250,16 @@ def test_response_heads_are_what_the_parsed_objects_hold(
     assert decode.response_heads(texts) == expected
 
 
-@pytest.mark.parametrize("text", ["[1]", '"text"', "5", "null", "{", ""])
+def test_response_heads_of_texts_msgspec_reads_or_leaves_to_the_parsers() -> None:
+    deep = '{"role":"assistant","x":' + "[" * 900 + "]" * 900 + ',"responseId":"r"}'
+    texts = ['{"role":"\ud800","responseId":"r"}', deep, ' {"role":"a","n":1e999}']
+    assert decode.response_heads(texts) == [("\ud800", "r"), ("assistant", "r"), ("a", None)]
+
+
+_TOO_DEEP = '{"role":"a","x":' + "[" * 5_000 + "]" * 5_000 + "}"
+
+
+@pytest.mark.parametrize("text", ["[1]", '"text"', "5", "null", "{", "", "[" * 100_000, _TOO_DEEP])
 def test_response_heads_refuse_a_text_that_is_no_object_typed(text: str) -> None:
     with pytest.raises(CorruptRecordError):
         decode.response_heads(['{"role":"user"}', text])
