@@ -79,7 +79,8 @@ floors (the bare driver on the same tables, same run):
      (Postgres only: SQLite has one writer at a time by design)
   8  parsing the same lines with orjson, then COPY (asyncpg) / executemany (sqlite3) of
      a session row per file and a record per line (the line as payload, its uuids;
-     sqlite3: an INSERT per record with the FTS5 row of its message's text blocks)
+     sqlite3: an INSERT per record with the FTS5 row of its message's text blocks);
+     for context(), SELECT of one imported session's message payloads, each parsed
   9  SELECT session_id, payload of every record in order, each payload written as a
      line, a file per session
  10  not a floor but the alternative: the OpenAI Agents SDK's own SQLAlchemySession on

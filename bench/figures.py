@@ -431,6 +431,7 @@ async def import_files(run: Run, server: Server) -> list[Result]:
             for _ in range(s.import_reps):
                 ours_times.append(await ours(source, total))
                 bare_times.append(await bare(source, total))
+            read = await _imported_context(store, ours_db, s.context_reps)
             peaks = [await _import_peak(run, server, ours_db, lines) for lines in _big_sizes(s)]
         finally:
             await floor.close()
@@ -447,7 +448,44 @@ async def import_files(run: Run, server: Server) -> list[Result]:
         + ", ".join(f"{mb:.1f} MB file: {pre:.0f} -> {peak:.0f} MB" for mb, pre, peak in peaks)
     )
     name = f"8 import {s.import_files} Claude Code files, {count(total)} lines"
-    return [Result(name, server.backend, ours_s, bare_s, Goal("<=", 2))]
+    messages, read_s, bare_read_s = read
+    return [
+        Result(name, server.backend, ours_s, bare_s, Goal("<=", 2)),
+        Result(
+            f"8 context() of an imported Claude Code session ({messages} messages) "
+            "vs bare SELECT + parse",
+            server.backend,
+            read_s,
+            bare_read_s,
+            Goal("<=", 2),
+        ),
+    ]
+
+
+async def _imported_context(
+    store: SessionStore, db: Database, reps: int
+) -> tuple[int, float, float]:
+    """(messages, medians) of ``context()`` of the first imported session, beside the bare
+    SELECT of its messages' payloads, each parsed: figure 4's read, of a session whose
+    every assistant message names its response (``message.id``), as Claude Code writes
+    them."""
+    session_id = (await store.list_sessions(limit=1)).items[0].id
+    floor = await open_floor(db)
+    try:
+        expected = len(await floor.kept_parsed(session_id, 0))
+        if len(await store.context(session_id)) > expected:
+            raise BenchError("context() of the imported session has more messages than rows")
+
+        async def ours() -> None:
+            await store.context(session_id)
+
+        async def bare() -> None:
+            await floor.kept_parsed(session_id, 0)
+
+        ours_s, bare_s = await compare(ours, bare, reps=reps, warmup=5)
+    finally:
+        await floor.close()
+    return expected, ours_s, bare_s
 
 
 def _big_sizes(s: Sizes) -> list[int]:
