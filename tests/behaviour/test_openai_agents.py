@@ -173,6 +173,18 @@ async def test_items_round_trip_exactly(db_url: str) -> None:
         assert await SessionDBSession("round-trip", store=store).get_items() == ITEMS
 
 
+@pytest.mark.parametrize("text", ["NaN", '{"x": Infinity}', "[-Infinity]"])
+async def test_arguments_holding_nan_round_trip_as_their_text(db_url: str, text: str) -> None:
+    """Python's json reads NaN and Infinity, which a stored payload cannot hold: a call
+    whose arguments hold them keeps its arguments as text (a hypothesis example CI met)."""
+    item = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": text}
+    async with SessionStore.open(db_url) as store:
+        session = SessionDBSession("nan", store=store)
+        await session.add_items([copy.deepcopy(item)])
+        assert await session.get_items() == [item]
+        assert await SessionDBSession("nan", store=store).get_items() == [item]
+
+
 async def test_the_context_is_a_valid_sessiondb_conversation(db_url: str) -> None:
     async with SessionStore.open(db_url) as store:
         session = SessionDBSession("context", store=store)

@@ -175,11 +175,17 @@ def _arguments(item: dict[str, Any]) -> dict[str, Any]:
     raw = item.get("arguments")
     if isinstance(raw, str):
         try:
-            parsed = json.loads(raw)
-        except (ValueError, RecursionError):  # broken, or too deep to parse
+            parsed = json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError):  # broken, too deep, or NaN / Infinity
             return {"arguments": raw}
         return parsed if isinstance(parsed, dict) else {"arguments": parsed}
     return {k: item[k] for k in ("input", "action", "arguments") if k in item}
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads ``NaN`` and ``Infinity``, which no stored payload may hold (strict
+    JSON has no such values): such arguments stay the text they came as."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def _list(value: Any) -> list[Any]:
