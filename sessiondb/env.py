@@ -15,6 +15,9 @@ ENV_NAMESPACE = "SESSIONDB_NAMESPACE"
 # the first current) and the file of ``from_file``, for the CLI.
 ENV_MASTER_KEYS = "SESSIONDB_MASTER_KEYS"
 ENV_MASTER_KEYS_FILE = "SESSIONDB_MASTER_KEYS_FILE"
+# The token of ``sessiondb serve`` when neither --token nor --token-file is given (an
+# environment is readable by its own user only; argv, by every user of the machine).
+ENV_VIEWER_TOKEN = "SESSIONDB_VIEWER_TOKEN"
 
 DEFAULT_SQLITE_FILE = "sessiondb.sqlite3"
 DEFAULT_NAMESPACE = "default"

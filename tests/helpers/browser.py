@@ -43,14 +43,14 @@ def require_browser() -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def start_browser(profile: Path, *, network_log: bool = False) -> Any:
+    """Chromium, headless, with its profile in ``profile``; with ``network_log``, its
+    DevTools events readable as ``get_log("performance")`` (what each response was)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    profile = tmp_path_factory.mktemp("chromium-profile")
     for arg in (
         "--headless=new",
         "--no-sandbox",  # tests run as root
@@ -60,8 +60,14 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         f"--user-data-dir={profile}",
     ):
         options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    logs = {"browser": "ALL", **({"performance": "ALL"} if network_log else {})}
+    options.set_capability("goog:loggingPrefs", logs)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver
     finally:
