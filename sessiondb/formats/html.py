@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInputError
+from ..errors import CorruptRecordError, InvalidInputError, brief
 from ..models import Record, SessionInfo
 from ..terminal import shown
 from .imported import ImportedSession
@@ -152,12 +152,20 @@ class Page:
         records: list[StoredRecord],
         *,
         session_href: Callable[[str], str] = lambda sid: f"{sid}{SUFFIX}",
+        seq_href: Callable[[int], str] = lambda seq: f"#r{seq}",
+        window: range | None = None,
     ) -> None:
         """``session_href``: the link to another session's page (a fork's parent), by its
-        id (a ULID, checked before); the export's pages sit side by side."""
+        id (a ULID, checked before); the export's pages sit side by side. ``seq_href``:
+        the link to a record of this session, by its seq (an ``int``: nothing else
+        reaches a link). ``window``: the seqs shown as items (the viewer's page of a
+        session); ``records`` may hold more, the overlays and tool results that mark or
+        complete the records shown; default all."""
         self.info = info
         self.records = records
         self.session_href = session_href
+        self.seq_href = seq_href
+        self.window = window
         self.deleted: dict[int, tuple[int, str | None]] = {}  # target -> tombstone, reason
         self.pruned: dict[int, tuple[int, str]] = {}  # result -> prune, marker
         self.compactions: list[tuple[int, int]] = []  # (seq, first kept seq)
@@ -252,6 +260,8 @@ class Page:
         info = self.info
         inherited = False
         for r in self.records:
+            if self.window is not None and r.seq not in self.window:
+                continue
             if r.session_id != info.id and not inherited:
                 inherited = True
                 parent = text(r.session_id, one_line=True)
@@ -287,7 +297,7 @@ class Page:
             parent = text(info.parent_id, one_line=True)
             at = f" at #{info.fork_seq}" if info.fork_seq is not None else ""
             if _ULID.fullmatch(info.parent_id):
-                anchor = f"#r{info.fork_seq}" if info.fork_seq else ""
+                anchor = f"#r{int(info.fork_seq)}" if info.fork_seq else ""
                 href = text(self.session_href(info.parent_id), one_line=True)
                 parent = f'<a href="{href}{anchor}"><code>{parent}</code></a>'
             else:
@@ -319,7 +329,7 @@ class Page:
             if first == seq:
                 what = "context cleared"
             else:
-                what = f'history before <a href="#r{first}">#{first}</a> summarised'
+                what = f"history before {self.link(first)} summarised"
             files = "".join(
                 f"<div>{label}: <code>{text(str(path), one_line=True)}</code></div>"
                 for label, key in (("read", "readFiles"), ("modified", "modifiedFiles"))
@@ -338,10 +348,10 @@ class Page:
             why = f": {text(reason)}" if isinstance(reason, str) and reason else ""
             return (
                 f'<div class="overlay" id="r{seq}">#{seq} ── deleted '
-                f'<a href="#r{target}">#{target}</a>{why}</div>\n'
+                f"{self.link(target)}{why}</div>\n"
             )
         if r.kind == "prune":
-            seqs = ", ".join(f'<a href="#r{s}">#{s}</a>' for s in data.get("seqs") or ())
+            seqs = ", ".join(self.link(s) for s in data.get("seqs") or ())
             return (
                 f'<div class="overlay" id="r{seq}">#{seq} ── pruned tool results {seqs} '
                 f"(context shows “{text(str(data.get('marker', '')))}”; "
@@ -355,7 +365,18 @@ class Page:
         )
 
     def anchor(self, r: StoredRecord) -> str:
-        return f'<a href="#r{r.seq}">#{r.seq}</a> {_time(r.created_at)}'
+        return f"{self.link(r.seq)} {_time(r.created_at)}"
+
+    def link(self, seq: Any) -> str:
+        """``<a>`` to record ``seq``: an ``int`` (anything else is a row sessiondb did not
+        write, refused typed before it reaches a link)."""
+        try:
+            n = int(seq)
+        except (TypeError, ValueError, OverflowError):
+            raise CorruptRecordError(
+                f"session {self.info.id}: a stored seq is not an integer: {brief(seq)}"
+            ) from None
+        return f'<a href="{text(self.seq_href(n), one_line=True)}">#{n}</a>'
 
     def marks(self, seq: int, *, message: bool = False) -> tuple[str, str]:
         """Extra classes and the notes for record ``seq``: deleted, pruned, summarised."""
@@ -363,15 +384,15 @@ class Page:
         if seq in self.deleted:
             tomb, _ = self.deleted[seq]
             classes.append("deleted")
-            notes.append(f'deleted by <a href="#r{tomb}">#{tomb}</a>')
+            notes.append(f"deleted by {self.link(tomb)}")
         if seq in self.pruned:
             prune, _ = self.pruned[seq]
-            notes.append(f'pruned by <a href="#r{prune}">#{prune}</a>')
+            notes.append(f"pruned by {self.link(prune)}")
         if message:
             for c_seq, first in reversed(self.compactions):
                 if c_seq > seq and first > seq:
                     classes.append("summarised")
-                    notes.append(f'summarised by <a href="#r{c_seq}">#{c_seq}</a>')
+                    notes.append(f"summarised by {self.link(c_seq)}")
                     break
         note = "".join(f' <span class="note">[{n}]</span>' for n in notes)
         return "".join(f" {c}" for c in classes), note

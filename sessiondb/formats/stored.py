@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import jsoncodec
+from ..decode import parse, validated
 from ..models import Compaction, Prune, Record, Tombstone
 
 
@@ -53,11 +54,13 @@ class StoredRecord:
                 parsed: dict[str, Any] = jsoncodec.loads(text)
                 self._data = parsed
                 return parsed
-            data = jsoncodec.loads(text)
+            where = f"session {self.session_id} record #{self.seq} ({self.kind})"
+            data = parse(text, where)
             model = _OVERLAYS.get(self.kind)
             if model is not None:
-                # Overlays are few; their model says what a read gives (defaults, coercions).
-                data = model.model_validate(data).to_wire()
+                # Overlays are few; their model says what a read gives (defaults, coercions):
+                # a row that is not one (a targetSeq of 2.5, written by SQL) is refused typed.
+                data = validated(model, data, where).to_wire()
             self._data = data
         return data
 

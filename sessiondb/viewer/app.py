@@ -4,11 +4,18 @@ streams, all ``GET``; nothing writes.
 =========================  ==========================================================
 ``/``                      the sessions, newest activity first (``?cursor=`` pages on)
 ``/events``                server-sent events: the first page's changes (``watch_all``)
-``/s/<id>``                a session's transcript, followed live by its script
-``/s/<id>/events``         server-sent events: the transcript's changes (``from_seq``)
+``/s/<id>``                a session's transcript, its last page (``?at=N``: the page
+                           holding seq N), followed live by its script
+``/s/<id>/events``         server-sent events: the page's changes (``from_seq``, ``at``)
 ``/search?q=``             search (``cursor``, ``session``): ``store.search``
 ``/static/viewer.js|css``  the script and the style sheet, from the package
 =========================  ==========================================================
+
+A transcript is paged (:data:`pages.PAGE_RECORDS` records a page): a page reads its
+records, and those after it that mark them, never the whole session, and is rendered
+in a worker thread, so that one huge session holds neither the event loop nor the
+memory. The event streams of one session share one watch (:class:`_Tail`); each holds
+its page and at most :data:`MAX_QUEUED` records waiting to be sent.
 
 A bad session id, cursor or query is a 400 page, a session not found a 404 page, each
 saying why; an unexpected error a bare 500 (never a traceback).
@@ -21,6 +28,7 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncGenerator, Callable
+from functools import partial
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -49,6 +57,11 @@ KEEPALIVE_S = 15.0
 #: page left open in many tabs, or a client that opens and never reads, must not grow
 #: the server without bound).
 MAX_STREAMS = 64
+#: Records a stream may have waiting to be sent; a stream further behind ends, and the
+#: browser reconnects from the last seq it has (``Last-Event-ID``), read from the store.
+MAX_QUEUED = 1_000
+#: Records read per query while a stream catches up with its session.
+CATCH_UP = 500
 _SEQ = re.compile(r"[0-9]{1,18}")
 T = TypeVar("T")
 
@@ -123,6 +136,16 @@ def _style(request: Request) -> Response:
     return Response(STYLE + _VIEWER_STYLE, media_type="text/css; charset=utf-8")
 
 
+def _seq(request: Request, name: str) -> int | None:
+    """The query parameter ``name`` as a seq (an integer >= 0), or None."""
+    value = _one(request, name, 20)
+    if value is None:
+        return None
+    if not _SEQ.fullmatch(value):
+        raise InvalidInputError(f"{name} must be a seq, an integer >= 0: {brief(value)}")
+    return int(value)
+
+
 def _one(request: Request, name: str, limit: int = MAX_QUERY_CHARS) -> str | None:
     """The query parameter ``name``, once, at most ``limit`` characters."""
     values = request.query_params.getlist(name)
@@ -139,24 +162,42 @@ class _Viewer:
         self.stopping = stopping
         self.max_streams = max_streams
         self.streams = 0  # open, or being opened
+        self.tails: dict[str, _Tail] = {}  # session id -> the watch its streams share
 
     async def sessions(self, request: Request) -> Response:
         cursor = _one(request, "cursor")
         page = await self.store.list_sessions(limit=PAGE_SIZE, cursor=cursor or None)
         return HTMLResponse(pages.sessions_page(page, first=not cursor, size=PAGE_SIZE))
 
-    async def _transcript(self, session_id: str, to_seq: int | None = None) -> pages.LiveTranscript:
-        check_session_id(session_id)
-        info = await self.store.get_session(session_id)
-        records = await self.store.records(session_id, include_tombstoned=True, to_seq=to_seq)
-        return pages.LiveTranscript(info, [StoredRecord.of(r) for r in records])
+    async def _page(
+        self, info: SessionInfo, window: range, seen: int | None = None
+    ) -> list[StoredRecord]:
+        """The records of the page ``window`` (up to ``seen`` when given): its own, the
+        next :data:`pages.LOOKAHEAD` (tool results of its calls), and the overlays after
+        those that mark it."""
+        read = partial(self.store.records, info.id, include_tombstoned=True)
+        upto = window.stop - 1 + pages.LOOKAHEAD
+        if seen is not None:
+            upto = min(upto, seen)
+        records = await read(from_seq=window.start, to_seq=upto)
+        if seen is None or seen > upto:
+            records += await read(kinds=pages.OVERLAYS, from_seq=upto + 1, to_seq=seen)
+        return [StoredRecord.of(r) for r in records]
 
     async def session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
         check_session_id(session_id)
+        at = _seq(request, "at")
         info = await self.store.get_session(session_id)
-        records = await self.store.records(session_id, include_tombstoned=True)
-        return HTMLResponse(pages.session_page(info, [StoredRecord.of(r) for r in records]))
+        window = pages.window_of(info.last_seq if at is None else min(at, info.last_seq))
+        records = await self._page(info, window)
+
+        def render() -> str:  # seconds of CPU for a big page: not on the event loop
+            transcript = pages.LiveTranscript(info, records, window)
+            transcript.last = max(transcript.last, info.last_seq)
+            return pages.transcript_page(transcript)
+
+        return HTMLResponse(await asyncio.to_thread(render))
 
     async def events(self, request: Request) -> Response:
         """The transcript's changes after ``from_seq`` (or the ``Last-Event-ID`` a
@@ -168,15 +209,31 @@ class _Viewer:
         if not _SEQ.fullmatch(last):
             raise InvalidInputError(f"from_seq must be a seq, an integer >= 0: {brief(last)}")
         seen = int(last)
+        at = _seq(request, "at")
+        check_session_id(session_id)
         if (full := self._full()) is not None:
             return full
         self.streams += 1  # taken before the first await: the count cannot overshoot
         try:
-            transcript = await self._transcript(session_id, to_seq=seen)
+            info = await self.store.get_session(session_id)
+            window = pages.window_of(seen if at is None else at)
+            records = await self._page(info, window, seen)
+            transcript = await asyncio.to_thread(pages.LiveTranscript, info, records, window)
+            transcript.last = seen
         except BaseException:
             self.streams -= 1
             raise
-        return _EventStream(self.store, transcript, seen, self.stopping, self._closed)
+        head = max(info.last_seq, seen)
+        return _EventStream(
+            self.store, transcript, partial(self._tail, info.id, head), self.stopping, self._closed
+        )
+
+    def _tail(self, session_id: str, head: int) -> _Tail:
+        """The session's shared watch, started at ``head`` if there is none."""
+        tail = self.tails.get(session_id)
+        if tail is None:
+            tail = self.tails[session_id] = _Tail(self.store, session_id, head, self.tails)
+        return tail
 
     async def list_events(self, request: Request) -> Response:
         """The first page's changes: the namespace's activity, as server-sent events."""
@@ -331,43 +388,135 @@ class _ListStream(_Stream):
             await batches.aclose()
 
 
+class _Tail:
+    """One watch of a session, shared by every event stream open on it: it reads each
+    new record once and hands it to each stream's queue (a page of 64 tabs reads the
+    session once, not 64 times). Started by the first stream at the session's head,
+    stopped with the last; a stream that joins later reads what it missed from the
+    store itself (:meth:`_EventStream._catch_up`)."""
+
+    def __init__(self, store: SessionStore, session_id: str, head: int, tails: dict[str, _Tail]):
+        self.session_id = session_id
+        self.seen = head  # the last seq handed on
+        self.queues: set[asyncio.Queue[Record | SessionDBError | None]] = set()
+        self.tails = tails
+        self.task = asyncio.ensure_future(self._run(store.watch(session_id, from_seq=head)))
+
+    def join(self) -> asyncio.Queue[Record | SessionDBError | None]:
+        """A queue of the records after :attr:`seen` (read it first: nothing is missed),
+        then an error, or ``None`` when the stream fell :data:`MAX_QUEUED` behind."""
+        queue: asyncio.Queue[Record | SessionDBError | None] = asyncio.Queue(MAX_QUEUED + 1)
+        self.queues.add(queue)
+        return queue
+
+    async def leave(self, queue: asyncio.Queue[Record | SessionDBError | None]) -> None:
+        """``queue``'s stream has ended; the last one's leaving stops the watch."""
+        self.queues.discard(queue)
+        if self.queues:
+            return
+        if self.tails.get(self.session_id) is self:
+            del self.tails[self.session_id]
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)  # the watch is closed
+
+    def _put(self, queue: asyncio.Queue[Record | SessionDBError | None], item: Any) -> None:
+        if queue.qsize() >= MAX_QUEUED:
+            self.queues.discard(queue)  # too far behind: it ends, and reads from the store
+            item = None
+        queue.put_nowait(item)
+
+    async def _run(self, watch: AsyncGenerator[Record, None]) -> None:
+        try:
+            async for record in watch:
+                self.seen = record.seq
+                for queue in list(self.queues):
+                    self._put(queue, record)
+        except SessionDBError as exc:
+            if self.tails.get(self.session_id) is self:
+                del self.tails[self.session_id]  # a stream opened now starts a new one
+            for queue in list(self.queues):
+                self._put(queue, exc)
+        finally:
+            await watch.aclose()
+
+
 class _EventStream(_Stream):
-    """A transcript's changes: one ``change`` event (JSON: the ops of
+    """A page's changes: one ``change`` event (JSON: the ops of
     :meth:`LiveTranscript.advance`) per batch of records, its ``id`` the last seq; a
-    ``gone`` event when the session is deleted."""
+    ``gone`` event when the session is deleted. The records come from the session's
+    :class:`_Tail`; the stream holds its page and what waits in its queue, nothing that
+    grows with the session."""
 
     def __init__(
         self,
         store: SessionStore,
         transcript: pages.LiveTranscript,
-        seen: int,
+        tail: Callable[[], _Tail],
         stopping: asyncio.Event,
         closed: Callable[[], None],
     ) -> None:
         super().__init__(store, stopping, closed)
         self.transcript = transcript
-        self.seen = seen
+        self.tail_of = tail
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Joined with no await between: what comes after ``since`` is in the queue, what
+        # came before it is read from the store (_catch_up).
+        tail = self.tail_of()
+        self.since = tail.seen
+        self.queue = tail.join()
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await tail.leave(self.queue)
 
     async def _pump(self, send: Send) -> None:
         await send(_chunk(b"retry: 1000\n\n"))
-        batches = self._batches(self.store.watch(self.transcript.info.id, from_seq=self.seen))
         try:
-            async for records in batches:
-                if records:
-                    await send(_event("change", await self._changes(records), self.transcript.seq))
-                else:
+            await self._catch_up(send)
+            while True:
+                try:
+                    async with asyncio.timeout(KEEPALIVE_S):
+                        first = await self.queue.get()
+                except TimeoutError:
                     await send(_chunk(b": idle\n\n"))
+                    continue
+                batch = [first]
+                while not self.queue.empty():
+                    batch.append(self.queue.get_nowait())
+                records = [r for r in batch if isinstance(r, Record)]
+                records = [r for r in records if r.seq > self.transcript.seq]
+                if records:
+                    await self._send_changes(send, records)
+                failure = next((e for e in batch if not isinstance(e, Record)), False)
+                if isinstance(failure, SessionDBError):
+                    raise failure
+                if failure is None:
+                    return  # fell behind: the browser reconnects from its last seq
         except SessionDBError as exc:
             kind = "gone" if isinstance(exc, NotFoundError) else "failed"
             await send(_event(kind, {"message": str(exc)}, None, more=False))
-        finally:
-            await batches.aclose()
 
-    async def _changes(self, records: list[Record]) -> list[dict[str, Any]]:
+    async def _catch_up(self, send: Send) -> None:
+        """What was stored after the browser's seq, up to where the tail took over,
+        read from the store :data:`CATCH_UP` seqs at a time."""
+        seen = self.transcript.seq
+        while seen < self.since:
+            upto = min(seen + CATCH_UP, self.since)
+            records = await self.store.records(
+                self.transcript.info.id, include_tombstoned=True, from_seq=seen + 1, to_seq=upto
+            )
+            if records:
+                await self._send_changes(send, records)
+            seen = upto
+
+    async def _send_changes(self, send: Send, records: list[Record]) -> None:
         info: SessionInfo = self.transcript.info
         with contextlib.suppress(SessionDBError):  # gone meanwhile: the watch will say so
             info = await self.store.get_session(info.id)
-        return self.transcript.advance(info, [StoredRecord.of(r) for r in records])
+        stored = [StoredRecord.of(r) for r in records]
+        ops = await asyncio.to_thread(self.transcript.advance, info, stored)
+        await send(_event("change", ops, self.transcript.seq))
 
 
 def _chunk(body: bytes, *, more: bool = True) -> dict[str, Any]:

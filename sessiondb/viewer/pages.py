@@ -22,6 +22,14 @@ from ..formats.stored import StoredRecord
 from ..models import SearchHit, SessionInfo, SessionPage
 
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+#: Records per page of a transcript: page ``k`` holds seqs ``(k-1)*200+1 .. k*200``, so
+#: the page of a seq is known without reading. 200 records of a chat are ~300 KB of HTML
+#: (a whole 500k-record session was 178 MB).
+PAGE_RECORDS = 200
+#: Records read past a page for the results of its tool calls (shown under the call).
+LOOKAHEAD = 200
+#: The overlays that mark records before them.
+OVERLAYS = ("tombstone", "prune", "compaction")
 SCRIPT_PATH = "/static/viewer.js"
 STYLE_PATH = "/static/viewer.css"
 
@@ -31,6 +39,38 @@ def session_href(session_id: str) -> str:
     if not _ULID.fullmatch(session_id):
         raise ValueError(f"not a session id: {session_id!r}")
     return f"/s/{session_id}"
+
+
+def window_of(seq: int) -> range:
+    """The seqs of the transcript page that holds ``seq`` (0: the first page)."""
+    first = (max(int(seq), 1) - 1) // PAGE_RECORDS * PAGE_RECORDS + 1
+    return range(first, first + PAGE_RECORDS)
+
+
+def seq_href(session_id: str, seq: int, window: range | None = None) -> str:
+    """The link to record ``seq`` of a session: ``#r<seq>`` on its page (``window``;
+    ``None``: the whole session), else the page that holds it, ``/s/<id>?at=<seq>#r<seq>``."""
+    n = int(seq)
+    if window is None or n in window:
+        return f"#r{n}"
+    return f"{session_href(session_id)}?at={n}#r{n}"
+
+
+def pager(info: SessionInfo, window: range) -> str:
+    """The links to the transcript's other pages (first, previous, next, last) and the
+    seqs this one shows."""
+    href = session_href(info.id)
+    last = window_of(info.last_seq)
+    shown = f"#{window.start}–#{min(window.stop - 1, max(info.last_seq, window.start))}"
+    links = []
+    if window.start > 1:
+        links.append(f'<a href="{href}?at=1">first</a>')
+        links.append(f'<a rel="prev" href="{href}?at={window.start - PAGE_RECORDS}">← previous</a>')
+    links.append(f"<span>records {shown}</span>")
+    if window.start < last.start:
+        links.append(f'<a rel="next" href="{href}?at={window.stop}">next →</a>')
+        links.append(f'<a href="{href}">last</a>')
+    return " · ".join(links)
 
 
 def _when(at: datetime | None) -> str:
@@ -124,17 +164,33 @@ def wrapped(key: str, html: str) -> str:
     return f'<div class="item" id="i-{key}">{html}</div>\n'
 
 
-def session_page(info: SessionInfo, records: list[StoredRecord]) -> str:
-    """A session's transcript; its script follows the session live from the last seq."""
-    transcript = LiveTranscript(info, records)
+def session_page(
+    info: SessionInfo, records: list[StoredRecord], window: range | None = None
+) -> str:
+    """A session's transcript, or its page ``window`` (``records`` then hold the page's
+    records and those after it that mark or complete them); its script follows the
+    session live from the last seq."""
+    return transcript_page(LiveTranscript(info, records, window))
+
+
+def transcript_page(transcript: LiveTranscript) -> str:
+    """The page of ``transcript`` (its window's items, the pager where it has one)."""
+    info = transcript.info
     body = "".join(wrapped(k, html) for k, html in transcript.items.items())
     title = info.name or "(unnamed session)"
+    window = transcript.window
+    top = bottom = span = ""
+    if window is not None:
+        links = pager(info, window)
+        top = f'<p class="pages" id="pager-top">{links}</p>\n'
+        bottom = f'<p class="pages" id="pager-bottom">{links}</p>\n'
+        span = f' data-first="{window.start}" data-last="{window.stop - 1}"'
     return document(
         title,
         f"{nav(session_id=info.id, live=True)}"
-        f'<div id="session-head">{transcript.head}</div>\n'
+        f'<div id="session-head">{transcript.head}</div>\n{top}'
         f'<main id="records" data-session="{text(info.id, one_line=True)}" '
-        f'data-seq="{transcript.seq}">\n{body}</main>\n',
+        f'data-seq="{transcript.seq}"{span}>\n{body}</main>\n{bottom}',
         live=True,
     )
 
@@ -176,9 +232,10 @@ def search_page(
             continue
         name = names.get(hit.session_id) or hit.session_id
         who = hit.role if hit.kind == "message" else "compaction summary"
+        href = seq_href(hit.session_id, hit.seq, range(0))  # the page holding it
         items.append(
-            f'<li class="hit"><div class="head"><a href="{session_href(hit.session_id)}'
-            f'#r{int(hit.seq)}">{text(name, one_line=True)} #{int(hit.seq)}</a>'
+            f'<li class="hit"><div class="head"><a href="{href}">'
+            f"{text(name, one_line=True)} #{int(hit.seq)}</a>"
             f'<span class="role">{text(str(who), one_line=True)}</span>{_when(hit.timestamp)}</div>'
             f'<div class="snippet">{marked(hit.snippet, hit.spans)}</div></li>\n'
         )
@@ -215,22 +272,59 @@ class LiveTranscript:
     :meth:`Page.items`), so that a tool result lands under its call, a tombstone strikes
     its target, a compaction marks what it summarised. Each change builds the page
     again from its records and compares the items; only records whose state changed
-    (:meth:`Page.state`) are rendered again (a session of 20,000 records: 1.4 s to
-    render whole, tens of ms to follow)."""
+    (:meth:`Page.state`) are rendered again.
 
-    def __init__(self, info: SessionInfo, records: list[StoredRecord]) -> None:
+    With a ``window`` (a page of the session, :func:`window_of`) it shows only those
+    seqs and keeps, of the records after them, only those that mark or complete them
+    (overlays aimed at them, tool results within :data:`LOOKAHEAD`): what it holds is
+    bounded by the page, not by the session."""
+
+    def __init__(
+        self, info: SessionInfo, records: list[StoredRecord], window: range | None = None
+    ) -> None:
         self.info = info
-        self.records = list(records)
+        self.window = window
+        self.last = max((r.seq for r in records), default=0)
+        self.records = [r for r in records if self._keeps(r)]
         self.cache: Cache = {}
         self.items, self.head = self._render()
+        self.pager = pager(info, window) if window is not None else ""
 
     @property
     def seq(self) -> int:
-        """The last seq the transcript holds (the live feed's starting point)."""
-        return max((r.seq for r in self.records), default=0)
+        """The last seq the transcript has seen (the live feed's starting point)."""
+        return self.last
+
+    def _keeps(self, r: StoredRecord) -> bool:
+        """Whether ``r`` changes what the window shows."""
+        window = self.window
+        if window is None or r.seq in window:
+            return True
+        if r.seq < window.start:
+            return False
+        if r.kind == "tombstone":
+            target = r.data.get("targetSeq")
+            return isinstance(target, int) and target in window
+        if r.kind == "prune":
+            return any(isinstance(s, int) and s in window for s in r.data.get("seqs") or ())
+        if r.kind == "compaction":
+            first = r.data.get("firstKeptSeq")
+            return isinstance(first, int) and first > window.start
+        return (
+            r.kind == "message"
+            and r.seq < window.stop + LOOKAHEAD
+            and r.data.get("role") == "toolResult"
+        )
 
     def _render(self) -> tuple[dict[str, str], str]:
-        page = Page(self.info, self.records, session_href=session_href)
+        window = self.window
+        page = Page(
+            self.info,
+            self.records,
+            session_href=session_href,
+            seq_href=lambda seq: seq_href(self.info.id, seq, window),
+            window=window,
+        )
         items = dict(page.items(self.cache))
         for key in self.cache.keys() - items.keys():
             del self.cache[key]  # now shown under a call
@@ -239,10 +333,14 @@ class LiveTranscript:
     def advance(self, info: SessionInfo, new: Iterable[StoredRecord]) -> list[dict[str, Any]]:
         """Add ``new`` records (and the session's new head); the changes, in order:
         ``{"op": "remove", "key"}``, ``{"op": "put", "key", "after", "html"}`` (replace
-        the item, or insert it after the item ``after``, or first when ``None``) and
-        ``{"op": "head", "html"}``."""
+        the item, or insert it after the item ``after``, or first when ``None``),
+        ``{"op": "head", "html"}`` and ``{"op": "pager", "html"}`` (the page's links)."""
         known = {r.seq for r in self.records}
-        self.records.extend(r for r in new if r.seq not in known)
+        for r in new:
+            self.last = max(self.last, r.seq)
+            if r.seq not in known and self._keeps(r):
+                known.add(r.seq)
+                self.records.append(r)
         self.records.sort(key=lambda r: r.seq)
         self.info = info
         items, head = self._render()
@@ -256,5 +354,8 @@ class LiveTranscript:
             after = key
         if head != self.head:
             ops.append({"op": "head", "html": head})
+        if self.window is not None and (links := pager(info, self.window)) != self.pager:
+            ops.append({"op": "pager", "html": links})
+            self.pager = links
         self.items, self.head = items, head
         return ops

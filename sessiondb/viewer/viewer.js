@@ -1,8 +1,11 @@
 // sessiondb viewer: follows the transcript shown on the page live, and the first page of
 // the sessions list.
 //
+// A transcript is shown a page at a time (the server's pages of seqs); a link to a
+// record on another page is resolved to that page here.
+//
 // The server sends the page's changes as server-sent events ("change": a JSON list of
-// operations on the items of <main id="records">; "rows": rows of the sessions list to
+// operations on the items of <main id="records">, its head and its page links; "rows": rows of the sessions list to
 // put at the top or remove). Each item's HTML is rendered and
 // escaped by the server (the HTML export's renderer); it is parsed here with DOMParser
 // into an inert document and moved in with DOM calls. No string of a session is ever
@@ -87,6 +90,14 @@ function follow(url, handlers) {
             main.appendChild(fresh);
           }
         }
+      } else if (op.op === "pager") {
+        for (const id of ["pager-top", "pager-bottom"]) {
+          const pager = document.getElementById(id);
+          if (pager) {
+            const parsed = parser.parseFromString(op.html, "text/html");
+            pager.replaceChildren(...Array.from(parsed.body.childNodes).map((n) => document.adoptNode(n)));
+          }
+        }
       } else if (op.op === "head") {
         const head = document.getElementById("session-head");
         if (head) {
@@ -100,9 +111,27 @@ function follow(url, handlers) {
     }
   }
 
+  // A transcript is paged: a link to a record of another page (#r<seq>, say a fork's
+  // parent's) goes to the page that holds it.
+  function resolve() {
+    const match = /^#r([0-9]{1,18})$/.exec(window.location.hash);
+    if (!match || document.getElementById("r" + match[1]) || !main.dataset.first) {
+      return;
+    }
+    const seq = parseInt(match[1], 10);
+    if (seq < parseInt(main.dataset.first, 10) || seq > parseInt(main.dataset.last, 10)) {
+      window.location.replace(
+        "/s/" + encodeURIComponent(main.dataset.session) + "?at=" + seq + "#r" + seq,
+      );
+    }
+  }
+  resolve();
+  window.addEventListener("hashchange", resolve);
+
   const url =
     "/s/" + encodeURIComponent(main.dataset.session) +
-    "/events?from_seq=" + encodeURIComponent(main.dataset.seq || "0");
+    "/events?from_seq=" + encodeURIComponent(main.dataset.seq || "0") +
+    (main.dataset.first ? "&at=" + encodeURIComponent(main.dataset.first) : "");
   follow(url, {
     change: function (event) {
       apply(JSON.parse(event.data));

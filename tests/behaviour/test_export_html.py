@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+from contextlib import redirect_stderr
 from pathlib import Path
 
 import pytest
+from helpers import sql
 from helpers.html_pages import (
     CLOSE,
     LINK,
@@ -25,7 +27,7 @@ from helpers.html_pages import (
 )
 
 from sessiondb import SessionStore, cli
-from sessiondb.errors import InvalidInputError
+from sessiondb.errors import CorruptRecordError, InvalidInputError
 from sessiondb.formats.html import CSP
 from sessiondb.terminal import shown
 
@@ -122,3 +124,40 @@ def test_the_cli_exports_html(db_url: str, tmp_path: Path) -> None:
     # Import offers no such format.
     with pytest.raises(SystemExit):
         cli.main(["--db", db_url, "import", str(tmp_path), "--format", "html"], io.StringIO())
+
+
+@pytest.mark.parametrize("target", ["2.5", '"two"', "[2]", "null"])
+def test_a_tombstone_whose_target_is_no_integer_is_reported_typed(
+    db_url: str, tmp_path: Path, target: str
+) -> None:
+    """A tombstone row changed by SQL (or written by an older version) with a targetSeq
+    that is no integer: the HTML export names the row in a CorruptRecordError, as
+    ``sessions show`` does; never pydantic's traceback, never a link built from it."""
+
+    async def setup() -> str:
+        async with SessionStore.open(db_url) as store:
+            sid = (await store.create_session()).id
+            await store.append(
+                sid, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+            )
+            (tomb,) = await store.tombstone(sid, 1)
+            await sql.execute(
+                store,
+                "UPDATE sessiondb_records SET payload = :payload"
+                " WHERE session_id = :sid AND seq = :seq",
+                payload=f'{{"targetSeq": {target}}}',
+                sid=sid,
+                seq=tomb.seq,
+            )
+            with pytest.raises(CorruptRecordError, match=rf"#{tomb.seq} \(tombstone\)"):
+                await store.export_session(sid, tmp_path / "api", format="html")
+            return sid
+
+    sid = asyncio.run(setup())
+    argv = ["--db", db_url, "export", sid, "--format", "html", "--out", str(tmp_path / "cli")]
+    errors = io.StringIO()
+    with redirect_stderr(errors):
+        assert cli.main(argv, io.StringIO()) == 1
+    assert "sessiondb: error:" in errors.getvalue() and "tombstone" in errors.getvalue()
+    assert "Traceback" not in errors.getvalue() and "pydantic" not in errors.getvalue()
+    assert not list((tmp_path / "cli").glob("*.html"))

@@ -369,10 +369,11 @@ async def test_search_shows_marked_escaped_snippets(store: SessionStore) -> None
     assert found.status_code == 200
     parts = parse(found.text)
     assert strange(parts) == []
-    assert f'href="/s/{sid}#r1"' in found.text and f'href="/s/{other}#r1"' in found.text
+    assert f'href="/s/{sid}?at=1#r1"' in found.text and f'href="/s/{other}?at=1#r1"' in found.text
     assert "<mark>zebra</mark>" in found.text
     assert "<script>window" not in found.text and "&lt;script&gt;" in found.text
-    assert f'href="/s/{other}#r1"' not in scoped.text and f'href="/s/{sid}#r1"' in scoped.text
+    assert f'href="/s/{other}?at=1#r1"' not in scoped.text
+    assert f'href="/s/{sid}?at=1#r1"' in scoped.text
     assert bad.status_code in (200, 400)  # a bad query is a typed answer, never a 500
     empty = await _search_status(store, "-zebra")  # exclusions only: InvalidQueryError
     assert empty == 400

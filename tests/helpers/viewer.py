@@ -31,7 +31,7 @@ VIEWER_ALLOWED = {
     "button": {"type"},
     "span": {"class", "id"},
     "div": {"class", "id"},
-    "main": {"id", "data-session", "data-seq", "data-size"},
+    "main": {"id", "data-session", "data-seq", "data-size", "data-first", "data-last"},
     "h1": set(),
     "table": {"class"},
     "thead": set(),
@@ -46,7 +46,7 @@ VIEWER_ALLOWED = {
     "a": {"href", "rel", "class"},
 }
 _LINK = re.compile(
-    r"/|#r\d+|/s/[0-9A-HJKMNP-TV-Z]{26}(#r\d+)?|/\?cursor=[\w%=-]+|/search\?[\w%=&+.-]+"
+    r"/|#r\d+|/s/[0-9A-HJKMNP-TV-Z]{26}(\?at=\d+)?(#r\d+)?|/\?cursor=[\w%=-]+|/search\?[\w%=&+.-]+"
 )
 
 
