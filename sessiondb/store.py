@@ -463,8 +463,7 @@ class SessionStore(FeatureFunctions):
         Args:
             older_than: the idle time after which a session goes.
             dry_run: report what would be deleted; write nothing.
-            namespace: only the store's own (the default); kept so that a caller
-                naming it still runs. Any other is refused.
+            namespace: only the store's own (the default); any other is refused.
 
         Raises:
             InvalidInputError: a bad argument, or another namespace than the store's.
