@@ -305,14 +305,14 @@ _SECRET_VALUE = re.compile(r"(?i)pass[\w.-]*\s*=\s*([^\s&;]+)")
 def _without_secrets(message: str, url: str) -> str:
     """``message`` with URL passwords masked, and also any copy of the password of
     ``url`` (the database URL given), wherever a driver's message may have put it."""
-    from .config import MASK, redact
+    from .config import MASK, password_forms, redact
 
     secrets = {
         form
         for match in (*_URL_PASSWORD.finditer(url), *_SECRET_VALUE.finditer(url))
         for form in (match.group(1), unquote(match.group(1)))
-        if len(form) >= _SHORTEST_MASKED_SECRET
-    }
+    } | password_forms(url)  # the password as read, whatever its quoting
+    secrets = {form for form in secrets if len(form) >= _SHORTEST_MASKED_SECRET}
     for secret in sorted(secrets, key=len, reverse=True):
         message = message.replace(secret, MASK)
     return redact(message)

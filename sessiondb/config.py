@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from . import dsn
 from .env import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
 from .env import DEFAULT_SQLITE_FILE as DEFAULT_SQLITE_FILE
 from .env import ENV_MASTER_KEYS as ENV_MASTER_KEYS
@@ -376,9 +377,10 @@ def parse_replica_urls(raw: object) -> tuple[URL, ...]:
             raise ConfigurationError(
                 f"replica_urls[{i}] must be a URL string, got {type(item).__name__}"
             )
-        if isinstance(item, str) and "://" not in item:
+        if isinstance(item, str) and "://" not in item and not dsn.is_keyword_dsn(item):
             raise ConfigurationError(
-                f"replica_urls[{i}] {masked_url(item)!r} is not a postgresql:// URL"
+                f"replica_urls[{i}] {masked_url(item)!r} is not a postgresql:// URL "
+                "or a keyword connection string"
             )
         try:
             url = normalize_url(item)
@@ -441,7 +443,7 @@ def _sqlite_file(raw: str | URL) -> _SQLiteFile | None:
     if text.startswith("sqlite:///"):
         database = text[len("sqlite:///") :]
         return None if "?" in database or "%" in database else _SQLiteFile(database)
-    if not text or "://" in text:
+    if not text or "://" in text or dsn.is_keyword_dsn(text):
         return None
     return _SQLiteFile(text)
 
@@ -451,7 +453,9 @@ def normalize_url(raw: str | URL) -> URL:
 
     A plain path or ``:memory:`` means SQLite (``sqlite://``: sessiondb uses the standard
     library's sqlite3, whatever driver the URL names); ``postgresql://`` becomes
-    ``postgresql+asyncpg://``.
+    ``postgresql+asyncpg://``, and so does a libpq keyword string (``host=… dbname=…``:
+    any text without ``://`` that holds an ``=``, see :mod:`sessiondb.dsn`), which is
+    never a file name.
     """
     from sqlalchemy.engine import URL
 
@@ -461,6 +465,8 @@ def normalize_url(raw: str | URL) -> URL:
             raise ConfigurationError("empty database URL")
         if text == ":memory:":
             return URL.create("sqlite", database=":memory:")
+        if dsn.is_keyword_dsn(text):
+            return dsn.to_url(text)
         if "://" not in text:
             return URL.create("sqlite", database=text)
         url = _parse_url(text)
@@ -506,12 +512,13 @@ def _parse_url(text: str) -> URL:
 # unencoded "@" in a password is common, and SQLAlchemy's parser then splits it), so
 # that a URL that does not parse is masked too. A user name has no ":" or "/".
 _USERINFO = re.compile(r"://[^:/?#\s]*+:")
-# ``password=S3cr3t`` in a query string or a libpq DSN, and ``'password': 'S3cr3t'``;
+# ``password=S3cr3t`` in a query string or a libpq DSN (``password%3DS3cr3t`` where a
+# URL's path percent-encoded it), and ``'password': 'S3cr3t'``;
 # whether the name is secret is decided after the match. Possessive quantifiers and a
 # name that starts a token keep the scan linear: a 10 kB error message took 7 s with
 # backtracking.
 _PAIR = re.compile(
-    r"(?<![\w.-])(?P<name>[\w.-]++)(?P<eq>\s*+=\s*+)"
+    r"(?<![\w.-])(?P<name>[\w.-]++)(?P<eq>\s*+(?:=|%3[Dd])\s*+)"
     r"(?:'[^']*+'|\"[^\"]*+\"|[^\s&;,'\")]*+)"
     r"|(?P<quote>['\"])(?P<qname>[\w.-]++)(?P=quote)(?P<colon>\s*+:\s*+)"
     r"(?:'[^']*+'|\"[^\"]*+\"|[^,}\s]*+)"
@@ -544,6 +551,22 @@ def masked_url(url: URL | str) -> str:
     if not isinstance(url, str):  # a URL; its class is not imported for this test
         url = url.render_as_string(hide_password=True)
     return redact(url)
+
+
+def password_forms(raw: str) -> set[str]:
+    """The password of the database URL or keyword string ``raw`` as it may appear in a
+    message: as given, decoded, and percent-encoded (``%40``, and ``+`` for a space);
+    empty when ``raw`` names none or cannot be read."""
+    from urllib.parse import quote, quote_plus
+
+    try:
+        url = normalize_url(raw)
+    except (ConfigurationError, ValueError):
+        return set()
+    password = url.password
+    if not password:
+        return set()
+    return {password, quote(password, safe=""), quote_plus(password, safe=""), quote(password)}
 
 
 def is_secret_key(key: object) -> bool:

@@ -152,10 +152,11 @@ def _host(spec: str, number: int) -> Host:
     port = match["port"]
     if port is None:
         return Host(name)
-    return Host(name, _port(port, f"the port of host {number} ({brief(name)})"))
+    return Host(name, parse_port(port, f"the port of host {number} ({brief(name)})"))
 
 
-def _port(text: str, what: str) -> int:
+def parse_port(text: str, what: str) -> int:
+    """``text`` as a port number; the error names ``what``, never the text."""
     if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
         raise ConfigurationError(f"{what} in the database URL is not a port (1..65535)")
     return int(text)
@@ -165,7 +166,7 @@ def _port_list(raw: str | Sequence[str] | None, url_port: int | None) -> list[in
     if raw is None:
         return [url_port] if url_port else []
     values = [raw] if isinstance(raw, str) else list(raw)
-    return [_port(p, "the port= parameter") for v in values for p in v.split(",")]
+    return [parse_port(p, "the port= parameter") for v in values for p in v.split(",")]
 
 
 def describe(hosts: Sequence[Host]) -> str:
@@ -188,7 +189,7 @@ def target_session_attrs(query: Mapping[str, str], hosts: Sequence[Host]) -> str
         return None
     if value not in TARGET_SESSION_ATTRS:
         raise ConfigurationError(
-            f"target_session_attrs must be one of {', '.join(TARGET_SESSION_ATTRS)}, "
-            f"got {brief(value)}"
+            f"target_session_attrs must be one of {', '.join(TARGET_SESSION_ATTRS)} "
+            "(the value given is not quoted: it may hold a password)"
         )
     return value

@@ -88,12 +88,13 @@ class RetentionReport:
 
 
 def check_args(
-    older_than: object, dry_run: object, namespace: object, batch_size: object, default_ns: str
-) -> tuple[datetime, bool, str, int]:
-    """(cutoff, dry_run, namespace, batch_size), checked.
+    older_than: object, dry_run: object, namespace: object, batch_size: object, own: str
+) -> tuple[datetime, bool, int]:
+    """(cutoff, dry_run, batch_size), checked; ``namespace`` may only be ``None`` or the
+    store's own (``own``).
 
     Raises:
-        InvalidInputError: a bad argument.
+        InvalidInputError: a bad argument, or another namespace than the store's.
     """
     if not isinstance(older_than, timedelta):
         raise InvalidInputError(
@@ -107,20 +108,26 @@ def check_args(
         raise InvalidInputError(f"older_than reaches before year 1: {older_than}") from None
     if not isinstance(dry_run, bool):
         raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
-    if namespace is None:
-        namespace = default_ns
-    try:
-        ns = check_namespace(namespace)
-    except ConfigurationError as exc:
-        raise InvalidInputError(str(exc)) from None
-    column_text(ns, "namespace")  # no lone surrogates either
+    if namespace is not None:
+        try:
+            ns = check_namespace(namespace)
+        except ConfigurationError as exc:
+            raise InvalidInputError(str(exc)) from None
+        column_text(ns, "namespace")  # no lone surrogates either
+        if ns != own:
+            # SECURITY.md: a store acts only inside its namespace. Another tenant's
+            # retention is an operator's act, with a store of that namespace.
+            raise InvalidInputError(
+                f"a store expires only its own namespace ({own!r}); to expire another, "
+                "open a store on it (sessiondb --namespace NAME expire …)"
+            )
     if (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, int)
         or not 1 <= batch_size <= MAX_BATCH
     ):
         raise InvalidInputError(f"batch_size must be an int in 1..{MAX_BATCH}, got {batch_size!r}")
-    return cutoff, dry_run, ns, batch_size
+    return cutoff, dry_run, batch_size
 
 
 @dataclass
@@ -160,10 +167,10 @@ async def expire(
     cutoff: datetime,
     *,
     dry_run: bool,
-    namespace: str,
     batch_size: int,
 ) -> RetentionReport:
-    """See :meth:`SessionStore.expire`."""
+    """See :meth:`SessionStore.expire`: in the core's namespace, the only one it acts in."""
+    namespace = core.namespace
     report = RetentionReport(namespace=namespace, cutoff=cutoff, dry_run=dry_run)
     backend, flavour = core.primary, core.flavour  # what is there now, not a replica's view
     done: set[str] = set()  # deleted, or would be: not planned twice

@@ -455,20 +455,23 @@ class SessionStore(FeatureFunctions):
         turn is held. Works in batches of ``batch_size`` sessions, each one short
         transaction.
 
+        A store expires its own namespace only, as it does everything else: expiring
+        another tenant's sessions is an operator's act, done with a store opened on that
+        namespace (``sessiondb --namespace alpha expire --older-than 30d``; see the
+        retention guide).
+
         Args:
             older_than: the idle time after which a session goes.
             dry_run: report what would be deleted; write nothing.
-            namespace: the namespace to expire (default the store's).
+            namespace: only the store's own (the default); any other is refused.
 
         Raises:
-            InvalidInputError: a bad argument.
+            InvalidInputError: a bad argument, or another namespace than the store's.
         """
-        cutoff, dry, ns, batch = retention.check_args(
+        cutoff, dry, batch = retention.check_args(
             older_than, dry_run, namespace, batch_size, self.namespace
         )
-        return await retention.expire(
-            self._core, cutoff, dry_run=dry, namespace=ns, batch_size=batch
-        )
+        return await retention.expire(self._core, cutoff, dry_run=dry, batch_size=batch)
 
     async def prune(self, older_than: timedelta, **options: Any) -> retention.RetentionReport:
         """Deprecated: the old name of :meth:`expire` (retention), which it calls with the

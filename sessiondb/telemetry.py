@@ -29,9 +29,10 @@ tracer and proxy meter instead measured 1.15x on a SQLite append of one message
 opened is used from within a second (at once after :func:`refresh_providers`).
 ``python -m bench --only 13`` compares an append with and without the wrapper.
 
-Never recorded: message content, metadata, keys, or the URL's password. The session id
-is recorded only when it is a well-formed id. The exception event carries the error's
-message, which may quote up to 80 characters of a refused argument.
+Never recorded: message content, metadata, keys, names, or the URL's password. The
+session id is recorded only when it is a well-formed id. The exception event carries
+the error's class and its fixed default message, never the error's own text
+(:func:`exception_event`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import inspect
 import re
 import sys
 import time
+import traceback
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -348,7 +350,7 @@ class Call:
             span.set_attributes(ended)  # one call: the SDK checks each call's attributes
             if failed:
                 assert error is not None
-                span.record_exception(error)
+                span.add_event("exception", exception_event(error))
                 span.set_status(self.api.error)
             span.end()
         instruments = self.api.instruments
@@ -361,6 +363,33 @@ class Call:
                 instruments.retries.add(self.stats.retries, attributes)
             if failed and getattr(error, "outcome_unknown", False):
                 instruments.outcome_unknown.add(1, attributes)
+
+
+def exception_event(error: BaseException) -> dict[str, str]:
+    """The ``exception`` event of a failed call, as the semantic conventions name its
+    attributes, holding nothing the caller passed or the database stored.
+
+    An error's own message is not recorded: it may quote a session key, a name, a
+    refused argument or a driver's detail (a unique violation's ``Key (namespace,
+    key)=(…)``), and which part of a message is data cannot be told from here. So
+    ``exception.message`` is the class's fixed default message (its docstring's first
+    paragraph, see :mod:`sessiondb.errors`), and ``exception.stacktrace`` holds the
+    frames (files, lines and code) without the message or its causes' messages. The
+    error's full text reaches the caller, who may log it where keys may be.
+    """
+    kind = type(error)
+    module, name = kind.__module__, kind.__qualname__
+    qualified = f"{module}.{name}" if module and module != "builtins" else name
+    doc = kind.__doc__ if kind.__doc__ is not BaseException.__doc__ else None
+    first = (doc or "").strip().split("\n\n")[0]
+    message = " ".join(first.split()) if module.startswith("sessiondb") else ""
+    frames = "".join(traceback.format_tb(error.__traceback__))
+    return {
+        "exception.type": qualified,
+        "exception.message": message or name,
+        "exception.stacktrace": f"Traceback (most recent call last):\n{frames}{qualified}\n",
+        "exception.escaped": "False",
+    }
 
 
 def count_records(value: object) -> int | None:

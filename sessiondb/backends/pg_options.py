@@ -115,9 +115,7 @@ def connect_kwargs(settings: Settings) -> dict[str, Any]:
         elif mode.lower() in ("false", "0"):
             mode = "disable"
         if mode not in _SSL_MODES:
-            raise ConfigurationError(
-                f"sslmode must be one of {', '.join(_SSL_MODES)}, got {mode!r}"
-            )
+            raise ConfigurationError(f"sslmode must be one of {', '.join(_SSL_MODES)}")
         ssl = ssl if isinstance(ssl, ssl_module.SSLContext) else mode
     if ssl is not None:
         kwargs["ssl"] = ssl
@@ -143,6 +141,8 @@ def check_connect_args(asyncpg: Any, connect_args: Mapping[str, Any]) -> None:
         raise ConfigurationError("connect_args['server_settings'] must be a dict of strings")
 
 
+# A refused value is not quoted: in a keyword string typed with an empty value
+# (``sslmode= password=…``) the next pair is the value, password and all (libpq's syntax).
 def _int_param(query: Mapping[str, str], name: str, default: int | None, raw: Any = None) -> Any:
     value = raw if raw is not None else query.get(name)
     if value is None:
@@ -151,10 +151,10 @@ def _int_param(query: Mapping[str, str], name: str, default: int | None, raw: An
         number = int(value)
     except (TypeError, ValueError):
         raise ConfigurationError(
-            f"URL parameter {name or 'cache size'}={value!r} is not an integer"
+            f"URL parameter {name or 'cache size'} is not an integer"
         ) from None
     if number < 0:
-        raise ConfigurationError(f"URL parameter {name or 'cache size'}={value!r} is negative")
+        raise ConfigurationError(f"URL parameter {name or 'cache size'} is negative")
     return number
 
 
@@ -165,9 +165,9 @@ def _float_param(query: Mapping[str, str], name: str, default: float | None) -> 
     try:
         number = float(value)
     except ValueError:
-        raise ConfigurationError(f"URL parameter {name}={value!r} is not a number") from None
+        raise ConfigurationError(f"URL parameter {name} is not a number") from None
     if not number > 0:
-        raise ConfigurationError(f"URL parameter {name}={value!r} must be positive")
+        raise ConfigurationError(f"URL parameter {name} must be positive")
     return number
 
 

@@ -149,10 +149,44 @@ async def test_the_namespace_is_honoured(db_url: str) -> None:
         report = await home.expire(MONTH)
         assert report.deleted == [mine]
         assert await exists(other, theirs)
-        # An operator may prune another namespace by name.
-        report = await home.expire(MONTH, namespace="other")
+        # Another namespace is expired by a store of that namespace (the operator's).
+        report = await other.expire(MONTH)
         assert report.deleted == [theirs] and report.namespace == "other"
         assert not await exists(other, theirs)
+
+
+async def test_a_store_cannot_list_or_delete_another_namespaces_sessions(db_url: str) -> None:
+    """The hostile case: beta's store, given alpha's name, a dry run and every other
+    argument, lists none of alpha's sessions and deletes none; alpha's own store and the
+    operator's CLI run on alpha do."""
+    async with (
+        SessionStore.open(db_url, namespace="alpha") as alpha,
+        SessionStore.open(db_url, namespace="beta") as beta,
+    ):
+        theirs = [await session(alpha, f"a{i}", days=40) for i in range(3)]
+        mine = await session(beta, "b", days=40)
+        for namespace in ("alpha", "ALPHA", "alpha ", "default", "x" * 255):
+            for dry_run in (True, False):
+                with pytest.raises(InvalidInputError, match="only its own namespace"):
+                    await beta.expire(MONTH, dry_run=dry_run, namespace=namespace)
+                with pytest.warns(DeprecationWarning), pytest.raises(InvalidInputError):
+                    await beta.prune(MONTH, dry_run=dry_run, namespace=namespace)
+        assert all([await exists(alpha, sid) for sid in theirs])
+        # Its own name is its own namespace: only beta's session.
+        dry = await beta.expire(MONTH, dry_run=True, namespace="beta")
+        assert dry.deleted == [mine] and dry.namespace == "beta"
+        assert (await beta.expire(MONTH, namespace=None)).deleted == [mine]
+        assert all([await exists(alpha, sid) for sid in theirs])
+
+    # The operator's path: the CLI with a store opened on alpha.
+    code, out = await asyncio.to_thread(
+        cli, "--db", db_url, "--namespace", "alpha", "expire", "--older-than", "30d", "--json"
+    )
+    assert code == 0, out
+    data = json.loads(out)
+    assert sorted(data["deleted"]) == sorted(theirs) and data["namespace"] == "alpha"
+    async with SessionStore.open(db_url, namespace="alpha") as alpha:
+        assert not any([await exists(alpha, sid) for sid in theirs])
 
 
 async def test_work_goes_in_batches(store: SessionStore) -> None:

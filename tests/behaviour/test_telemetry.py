@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from sessiondb import (
     BusyError,
+    ConflictError,
     DatabaseUnavailableError,
     InvalidInputError,
     SessionNotFoundError,
@@ -317,3 +318,66 @@ async def test_the_pool_reports_its_connections_and_no_password(
         _no_secret(otel, "s3cret-pw")
     # A closed store's pool is no longer observed.
     assert otel.points("db.client.connection.count", **{"db.namespace": url.database}) == []
+
+
+# A session key and a name as a caller writes them: an address and a person's name.
+SECRET_KEY = "user:alice@example.com/ticket-9917"
+SECRET_NAME = "Alice Quartermain's divorce"
+
+
+def _span_texts(otel: Listener) -> list[str]:
+    """Every attribute and event attribute of every finished span, as text."""
+    texts: list[str] = []
+    for span in otel.finished():
+        texts += [str(v) for v in (span.attributes or {}).values()]
+        for event in span.events:
+            texts += [str(v) for v in (event.attributes or {}).values()]
+    return texts
+
+
+async def test_an_error_quoting_a_key_or_stored_text_puts_none_of_it_on_a_span(
+    store: SessionStore, backend: str, otel: Listener
+) -> None:
+    """The hostile case: a ConflictError's message holds the full key (and, on Postgres,
+    its cause the unique violation's detail); the exception event holds the class and its
+    fixed message only, for every error that quotes the caller's data."""
+    await store.create_session(name=SECRET_NAME, key=SECRET_KEY)
+    otel.clear()
+    with pytest.raises(ConflictError) as conflict:
+        await store.create_session(key=SECRET_KEY)
+    assert SECRET_KEY in str(conflict.value)  # the caller still gets the whole story
+    with pytest.raises(ConflictError) as batch:
+        await store.import_sessions(
+            [{"key": SECRET_KEY, "messages": [{"role": "user", "content": SECRET_TEXT}]}]
+        )
+    with pytest.raises(SessionNotFoundError) as missing:
+        await store.session_for_key(SECRET_KEY + "-gone", create=False)
+    assert SECRET_KEY in str(missing.value)
+    sid = (await store.session_for_key(SECRET_KEY)).id
+    with pytest.raises(InvalidInputError) as refused:
+        await store.append(sid, {"role": SECRET_NAME, "content": SECRET_TEXT})
+    assert SECRET_NAME in str(refused.value)
+    spans = otel.finished()
+    failed = [s for s in spans if s.status.status_code is StatusCode.ERROR]
+    assert [s.name for s in failed] == [
+        "sessiondb.create_session",
+        "sessiondb.import_sessions",
+        "sessiondb.session_for_key",
+        "sessiondb.append",
+    ]
+    for span, error in zip(
+        failed, (conflict.value, batch.value, missing.value, refused.value), strict=True
+    ):
+        [event] = span.events
+        assert event.name == "exception"
+        assert event.attributes is not None
+        kind = type(error)
+        assert event.attributes["exception.type"] == f"{kind.__module__}.{kind.__qualname__}"
+        # The class's fixed default message (its docstring), never the instance's text.
+        assert event.attributes["exception.message"] == " ".join(
+            (kind.__doc__ or "").strip().split("\n\n")[0].split()
+        )
+        assert "store.py" in str(event.attributes["exception.stacktrace"])  # frames kept
+    texts = _span_texts(otel)
+    for secret in (SECRET_KEY, SECRET_NAME, SECRET_TEXT, "alice", "Quartermain"):
+        assert not any(secret in t for t in texts), (secret, backend)
