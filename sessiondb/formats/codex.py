@@ -159,10 +159,12 @@ class _Reader:
     # The context since the last compaction: from this position, less these calls.
     live_from: int = 0
     dropped: set[str] = field(default_factory=set)
+    number: int = 0  # the line being read
 
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
             for line in read_lines(path, self.session, self.strict):
+                self.number = line.number
                 bad = not_an_object(NAME, self.session, line, self.strict)
                 if bad is not None:
                     yield from self.emit(bad)
@@ -176,6 +178,7 @@ class _Reader:
 
     def emit(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         self.position += 1
+        record.line = self.number
         if self.held:
             self.held.append(record)
             if len(self.held) >= HOLD_LIMIT:
@@ -286,6 +289,7 @@ class _Reader:
                 self.counted = True
             elif not self.held:
                 self.position += 1
+                record.line = self.number
                 self.held.append(record)
                 return
         yield from self.emit(record)

@@ -409,6 +409,7 @@ class _Importer:
         rows = SessionRows(session, session_id, self.namespace, parent_id, inherited)
         rows.max_bytes = self.core.max_record_bytes
         rows.indexed = self.core.search_indexing
+        rows.strict = self.strict
         # Strict holds a session whole: nothing of a file with a bad line may be written.
         limit = (2**62, 2**62) if self.strict else (STREAM_RECORDS, STREAM_CHARS)
         first = rows.chunk(*limit)
