@@ -55,6 +55,7 @@ from .. import jsoncodec
 from ..config import DEFAULT_MAX_RECORD_BYTES
 from ..errors import ImportFormatError, InvalidInputError
 from ..models import SessionInfo
+from ..validation import too_deep
 from .base import FileFormat
 from .gemini_messages import KEY, to_line, to_wire, tokens_of
 from .imported import ImportedRecord, ImportedSession
@@ -285,7 +286,7 @@ class _Reader:
             return parse_json(data)
         except (ValueError, UnicodeDecodeError) as exc:
             if isinstance(exc, TooDeep):
-                return Line(1, error=str(exc), limit=True)
+                return Line(1, error=too_deep("the document"), limit=True)
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raw = data.decode("utf-8", "surrogateescape")
             return Line(1, raw=raw, error=f"not valid JSON ({text})")
