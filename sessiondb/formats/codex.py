@@ -142,12 +142,12 @@ class _Reader:
     session: ImportedSession
     strict: bool
     position: int = 0
+    number: int = 0  # the line being read
     calls: dict[str, Any] | DiskMap = field(default_factory=dict)  # call_id -> [name, position]
     # Messages in file order: their positions and fingerprints (hashes).
     positions: array[int] = field(default_factory=lambda: array("q"))
     prints: array[int] = field(default_factory=lambda: array("q"))
-    # str(position) -> call id, of calls and results
-    call_ids: dict[str, Any] | DiskMap = field(default_factory=dict)
+    call_ids: dict[str, Any] | DiskMap = field(default_factory=dict)  # str(position) -> id
     held: list[ImportedRecord] = field(default_factory=list)
     open: bool = False  # a response is under way
     counted: bool = False  # ... and has its usage
@@ -159,7 +159,6 @@ class _Reader:
     # The context since the last compaction: from this position, less these calls.
     live_from: int = 0
     dropped: set[str] = field(default_factory=set)
-    number: int = 0  # the line being read
 
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
@@ -252,7 +251,7 @@ class _Reader:
         if kind in _CALLS:
             self.calls[item["call_id"]] = [payload["content"][0]["name"], self.position]
         self.remember(item)
-        return ImportedRecord("message", payload, created_at=at, checked=True)
+        return ImportedRecord("message", payload, created_at=at, checked=True, line=self.number)
 
     def live_call(self, call_id: Any) -> str | None:
         """The name of call ``call_id`` if it is in the context (read before, and not
@@ -289,7 +288,6 @@ class _Reader:
                 self.counted = True
             elif not self.held:
                 self.position += 1
-                record.line = self.number
                 self.held.append(record)
                 return
         yield from self.emit(record)
