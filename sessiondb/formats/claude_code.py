@@ -334,6 +334,7 @@ class _Reader(NodeTree):
                     record = not_an_object(
                         NAME, self.session, line, self.strict, **extra
                     ) or self.record(line.value, line.exact, extra)
+                    record.line = line.number
                     self.position += 1
                     if not self.position % SPILL_CHECK:
                         self.spill()

@@ -142,12 +142,12 @@ class _Reader:
     session: ImportedSession
     strict: bool
     position: int = 0
+    number: int = 0  # the line being read
     calls: dict[str, Any] | DiskMap = field(default_factory=dict)  # call_id -> [name, position]
     # Messages in file order: their positions and fingerprints (hashes).
     positions: array[int] = field(default_factory=lambda: array("q"))
     prints: array[int] = field(default_factory=lambda: array("q"))
-    # str(position) -> call id, of calls and results
-    call_ids: dict[str, Any] | DiskMap = field(default_factory=dict)
+    call_ids: dict[str, Any] | DiskMap = field(default_factory=dict)  # str(position) -> id
     held: list[ImportedRecord] = field(default_factory=list)
     open: bool = False  # a response is under way
     counted: bool = False  # ... and has its usage
@@ -163,6 +163,7 @@ class _Reader:
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
             for line in read_lines(path, self.session, self.strict):
+                self.number = line.number
                 bad = not_an_object(NAME, self.session, line, self.strict)
                 if bad is not None:
                     yield from self.emit(bad)
@@ -176,6 +177,7 @@ class _Reader:
 
     def emit(self, record: ImportedRecord) -> Iterator[ImportedRecord]:
         self.position += 1
+        record.line = self.number
         if self.held:
             self.held.append(record)
             if len(self.held) >= HOLD_LIMIT:
@@ -249,7 +251,7 @@ class _Reader:
         if kind in _CALLS:
             self.calls[item["call_id"]] = [payload["content"][0]["name"], self.position]
         self.remember(item)
-        return ImportedRecord("message", payload, created_at=at, checked=True)
+        return ImportedRecord("message", payload, created_at=at, checked=True, line=self.number)
 
     def live_call(self, call_id: Any) -> str | None:
         """The name of call ``call_id`` if it is in the context (read before, and not

@@ -53,8 +53,9 @@ from typing import Any
 
 from .. import jsoncodec
 from ..config import DEFAULT_MAX_RECORD_BYTES
-from ..errors import InvalidInputError
+from ..errors import ImportFormatError, InvalidInputError
 from ..models import SessionInfo
+from ..validation import too_deep
 from .base import FileFormat
 from .gemini_messages import KEY, to_line, to_wire, tokens_of
 from .imported import ImportedRecord, ImportedSession
@@ -62,6 +63,7 @@ from .lines import (
     MAX_LINE_BYTES,
     Line,
     RawText,
+    TooDeep,
     bad_line,
     entry_payload,
     format_time,
@@ -234,11 +236,13 @@ class _Reader:
     digests: dict[str, str] = field(default_factory=dict)
     claimed: set[str] = field(default_factory=set)
     position: int = 0
+    number: int = 1  # the line being read (a legacy document is line 1)
 
     def open(self, path: Path) -> Any:
         """Read what the session's key and metadata need before its records: the first
         line, or the whole legacy document (returned)."""
         if path.suffix == ".json":
+            self.session.lines_stand_alone = False  # one value, read whole
             self.meta["form"] = "json"
             self.meta["file"] = path.name
             document = self.document(path)
@@ -262,18 +266,27 @@ class _Reader:
         return None
 
     def document(self, path: Path) -> Any:
+        """The legacy document parsed, or a :class:`Line` saying why it is not: not
+        JSON, or over a limit (``limit`` set). The document is one value, read whole, so
+        it is held to ``max_record_bytes`` like a line: one over it is refused by its
+        size before any of it is read."""
         limit = MAX_LINE_BYTES.get() or DEFAULT_MAX_RECORD_BYTES
+        over = f"the document is over {limit} bytes, the store's max_record_bytes"
         try:
             with open_regular(path) as stream:
-                data = stream.read(limit * 4 + 1)
+                if os.fstat(stream.fileno()).st_size > limit:
+                    return Line(1, error=over, limit=True)
+                data = stream.read(limit + 1)  # the file may have grown since
         except OSError as exc:
             raise InvalidInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-        if len(data) > limit * 4:
-            return Line(1, error=f"the document is over {limit * 4} bytes")
+        if len(data) > limit:
+            return Line(1, error=over, limit=True)
         data = data.removeprefix(b"\xef\xbb\xbf")
         try:
             return parse_json(data)
         except (ValueError, UnicodeDecodeError) as exc:
+            if isinstance(exc, TooDeep):
+                return Line(1, error=too_deep("the document"), limit=True)
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raw = data.decode("utf-8", "surrogateescape")
             return Line(1, raw=raw, error=f"not valid JSON ({text})")
@@ -297,9 +310,19 @@ class _Reader:
             if skip:
                 skip = False
                 continue
+            self.number = line.number
             yield from self.line(line)
 
     def document_records(self, document: Any) -> Iterator[ImportedRecord]:
+        """The records of a legacy document. It is one value: a limit it breaks (its
+        size, its depth, or a message's, see :attr:`ImportedSession.lines_stand_alone`)
+        fails the session.
+
+        Raises:
+            ImportFormatError: the document is over a limit.
+        """
+        if isinstance(document, Line) and document.limit:
+            raise ImportFormatError(str(self.session.path), 1, document.error or "")
         if isinstance(document, Line):
             bad_line(self.session, document, document.error or "", self.strict)
             if document.raw is not None:
@@ -337,6 +360,8 @@ class _Reader:
 
     def emit(self, records: list[ImportedRecord]) -> Iterator[ImportedRecord]:
         self.position += len(records)
+        for record in records:
+            record.line = self.number
         yield from records
 
     def message(

@@ -51,6 +51,9 @@ class ImportedRecord:
             :func:`~sessiondb.formats.splice.spliced_line`: the key of its envelope,
             ``{"line": …, "content": "blocks" | "string"}`` (see
             :func:`~sessiondb.formats.splice.splice`).
+        line: the number of the line of ``session.path`` the record was read from, so
+            that a record over a limit is reported as ``path:line``; ``None`` for a
+            record the reader made (a tombstone for a rewind).
     """
 
     kind: RecordKind
@@ -62,12 +65,15 @@ class ImportedRecord:
     first_kept: int | None = None
     checked: bool = False
     splice: str | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class BadLine:
-    """A line that could not be read: kept as a raw ``entry`` record, or skipped when it
-    is longer than a record may be. ``reason`` is cut to ``REASON_CHARS`` characters."""
+    """A line that could not be read: kept as a raw ``entry`` record; skipped when it
+    is longer than a record may be; stored as an ``entry`` naming the limit when it is
+    over another (see :attr:`ImportedSession.lines_stand_alone`). ``reason`` is cut to
+    ``REASON_CHARS`` characters."""
 
     path: Path
     line: int
@@ -133,6 +139,12 @@ class ImportedSession:
             fork, whose file holds its own copy of the history).
         bad_lines: the first ``BAD_LINES_KEPT`` bad lines.
         bad_line_count: every bad line, kept or not.
+        lines_stand_alone: a line of the file is one record or a few, and nothing in
+            the file counts records: a line over a limit (its size, its depth, its
+            record's size or depth as stored) is a bad line, its records stored as one
+            ``entry`` that says so (the seqs the reader counted stay as they are). When
+            ``False`` (a native file, whose lines carry their seqs, and a Gemini CLI
+            legacy document, one value read whole) such a line fails the session.
     """
 
     key: str
@@ -145,3 +157,4 @@ class ImportedSession:
     details: SessionDetails = field(default_factory=SessionDetails)
     bad_lines: list[BadLine] = field(default_factory=list)
     bad_line_count: int = 0
+    lines_stand_alone: bool = True

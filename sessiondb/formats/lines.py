@@ -24,6 +24,7 @@ import orjson
 from .. import jsoncodec
 from ..config import DEFAULT_MAX_RECORD_BYTES
 from ..errors import ImportFormatError, InvalidInputError
+from ..validation import too_deep
 from .imported import BAD_LINES_KEPT, REASON_CHARS, BadLine, ImportedRecord, ImportedSession
 
 _BOM = b"\xef\xbb\xbf"
@@ -44,6 +45,11 @@ class Line:
 
     ``exact``: parsed by the standard library (orjson refused the line), the only way a
     value holds a lone surrogate: a reader checks keys for them on such lines only.
+
+    ``limit``: the line is over one of the store's limits (longer than
+    ``max_record_bytes``, or nested past ``MAX_JSON_DEPTH`` so deep that no parser reads
+    it); ``error`` names the limit. A format whose lines stand alone skips it as a bad
+    line; one where a skipped line would shift the seqs (native) fails the session.
     """
 
     number: int
@@ -51,6 +57,11 @@ class Line:
     raw: str | None = None
     error: str | None = None
     exact: bool = False
+    limit: bool = False
+
+
+class TooDeep(ValueError):
+    """A JSON text nested too deeply for the parser; the message names the limit."""
 
 
 def parse_json(data: bytes) -> Any:
@@ -72,7 +83,7 @@ def _parse(data: bytes) -> tuple[Any, bool]:
     try:
         value = json.loads(data)
     except RecursionError as exc:
-        raise ValueError("nested too deeply") from exc
+        raise TooDeep(too_deep("the line")) from exc
     # The standard library takes NaN, Infinity and 1e400; no store can hold them.
     jsoncodec.dumps(value)
     return value, True
@@ -82,8 +93,9 @@ def _parse(data: bytes) -> tuple[Any, bool]:
 # (``transfer.import_path`` sets it); a longer line could only make a record over it.
 # Unset, a reader takes ``DEFAULT_MAX_RECORD_BYTES``.
 MAX_LINE_BYTES: ContextVar[int | None] = ContextVar("MAX_LINE_BYTES", default=None)
-# What is read of a line over the limit at a time while it is passed over.
-_SKIP_CHUNK = 1 << 20
+# What is read of a line at a time: a longer line is measured a piece at a time before
+# it is read whole, so one over the limit costs this much memory, never the limit.
+_PIECE = 1 << 20
 # The longest line detection looks at: a longer one is passed over, so sniffing a file
 # whose first line is 200 MB reads it in 1 MB steps and keeps none of it.
 SNIFF_LINE_BYTES = 4 * 1024 * 1024
@@ -176,20 +188,21 @@ def read_lines(
     with open_regular(path) as stream:
         readline = stream.readline
         number = 0
+        piece = min(most, _PIECE)
         while True:
-            data = readline(most)
+            data: bytes | None = readline(piece)
             if not data:
                 return
             number += 1
             complete = data.endswith(b"\n")
-            if not complete and len(data) == most:
-                while True:  # pass the rest of the line over
-                    rest = readline(_SKIP_CHUNK)
-                    if not rest or rest.endswith(b"\n"):
-                        break
+            if not complete and len(data) == piece:
+                # A long line: measured first, a piece at a time, then read whole only
+                # if it is within the limit; a longer one is never held.
+                data, complete = _long_line(stream, data, most)
+            if data is None:
                 if session is not None:
                     reason = f"the line is over {limit} bytes, the store's max_record_bytes"
-                    bad_line(session, Line(number), reason, strict)
+                    bad_line(session, Line(number, limit=True), reason, strict)
                 continue
             if number == 1 and data.startswith(_BOM):
                 data = data[len(_BOM) :]
@@ -203,9 +216,44 @@ def read_lines(
             except (ValueError, UnicodeDecodeError) as exc:
                 if not complete:
                     return
-                yield Line(number, raw=data.decode("utf-8", "surrogateescape"), error=_why(exc))
+                raw = data.decode("utf-8", "surrogateescape")
+                if isinstance(exc, TooDeep):
+                    yield Line(number, raw=raw, error=str(exc), limit=True)
+                else:
+                    yield Line(number, raw=raw, error=_why(exc))
                 continue
             yield Line(number, value=value, exact=exact)
+
+
+def _long_line(stream: BinaryIO, first: bytes, most: int) -> tuple[bytes | None, bool]:
+    """The line whose first piece is ``first``: ``(line, complete)``
+    when the whole line is at most ``most`` bytes, read again from where it starts;
+    ``(None, True)`` when it is longer (the stream is then past it). Only a piece of the
+    line is held at a time while it is measured."""
+    start = stream.tell() - len(first)
+    size = len(first)
+    complete = False
+    while size <= most:
+        piece = stream.readline(_PIECE)
+        if not piece:
+            break
+        size += len(piece)
+        if piece.endswith(b"\n"):
+            complete = True
+            break
+    if size > most:
+        while not complete:  # pass the rest of the line over
+            piece = stream.readline(_PIECE)
+            complete = not piece or piece.endswith(b"\n")
+        return None, True
+    end = stream.tell()
+    stream.seek(start)
+    data = stream.read(size)
+    if len(data) != size or stream.tell() != end:
+        # The file changed under the reader: take what was read as a torn line.
+        stream.seek(end)
+        return data, False
+    return data, complete
 
 
 def _why(exc: Exception) -> str:

@@ -230,13 +230,18 @@ def _records(
     session: ImportedSession, path: Path, base: int, strict: bool
 ) -> Iterator[ImportedRecord]:
     session.path = path
-    # A line over the limit fails the session even when not strict: skipped, it would
-    # leave a hole in the seqs the file's later lines, tombstones and forks name.
+    # A line over a limit fails the session even when not strict: skipped, it would
+    # leave a hole in the seqs the file's later lines, tombstones and forks name (a
+    # record over a limit as stored fails it too: lines_stand_alone is False).
+    session.lines_stand_alone = False
     for position, line in enumerate(read_lines(path, session, strict=True)):
+        if line.limit:
+            raise ImportFormatError(str(path), line.number, line.error or "")
         record = _record(line, base, position)
         if isinstance(record, str):
             bad_line(session, line, record, strict)
             record = ImportedRecord("entry", raw_payload(NAME, line), created_at=None)
+        record.line = line.number
         yield record
 
 

@@ -111,9 +111,11 @@ class _Reader:
     def records(self, path: Path) -> Iterator[ImportedRecord]:
         try:
             for line in read_lines(path, self.session, self.strict):
-                yield not_an_object(NAME, self.session, line, self.strict) or self.record(
+                record = not_an_object(NAME, self.session, line, self.strict) or self.record(
                     line.value, line.exact
                 )
+                record.line = line.number
+                yield record
                 self.position += 1
                 if not self.position % SPILL_CHECK:
                     self.keys.spill()

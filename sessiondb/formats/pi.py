@@ -162,9 +162,11 @@ class _Reader(NodeTree):
                         continue
                     reason = "the first line is not a session header"
                     bad_line(self.session, line, reason, self.strict)
-                yield not_an_object(NAME, self.session, line, self.strict) or self.record(
+                record = not_an_object(NAME, self.session, line, self.strict) or self.record(
                     line.value, line.exact
                 )
+                record.line = line.number
+                yield record
                 self.position += 1
                 if not self.position % SPILL_CHECK:
                     self.index, self.pending = spilled(self.index), spilled(self.pending)

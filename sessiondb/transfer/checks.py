@@ -16,8 +16,9 @@ from pydantic import ValidationError
 from .. import jsoncodec
 from .. import statements as q
 from ..config import DEFAULT_MAX_RECORD_BYTES
-from ..errors import InvalidInputError, SessionDBError, brief
+from ..errors import ImportFormatError, InvalidInputError, SessionDBError, brief
 from ..formats import ImportedRecord, ImportedSession, native
+from ..formats.lines import Line, bad_line
 from ..formats.splice import splice
 from ..models import Compaction, Prune, Tombstone, wire_message, wire_text
 from ..naming import title_of
@@ -91,6 +92,8 @@ class SessionRows:
         self.first: list[tuple[Any, ...]] = []  # a streamed session's first chunk
         self.max_bytes = DEFAULT_MAX_RECORD_BYTES  # the store's max_record_bytes
         self.indexed = True  # the store's search_indexing
+        self.strict = False  # the import's: a bad line fails the file
+        self.bad_line: int | None = None  # the last line reported as bad
 
     @property
     def last_seq(self) -> int:
@@ -100,7 +103,8 @@ class SessionRows:
         """Read and check up to ``max_rows`` records or ``max_chars`` of payload.
 
         Raises:
-            Refused: a record or a session field cannot be stored.
+            Refused: a record or a session field cannot be stored (see
+                :meth:`over_limit` for a record over a limit).
             ImportFormatError: with ``strict``, a bad line.
         """
         built: list[tuple[NewRecord, datetime | None]] = []
@@ -116,9 +120,7 @@ class SessionRows:
                 row = record_row(record, seq, self.base, where)
                 check_record_size(row.payload, self.max_bytes, where)
             except InvalidInputError as exc:
-                # The uuid finds the line in the file (a record is not always one line).
-                known = f" (uuid {brief(record.uuid)})" if record.uuid is not None else ""
-                raise Refused(f"{exc}{known}") from exc
+                row = self.over_limit(record, where, exc)
             if row.uuid is not None:
                 if row.uuid in self.uuids:
                     raise Refused(f"{where}: uuid {row.uuid!r} appears twice in the session")
@@ -158,6 +160,38 @@ class SessionRows:
         self.count += len(rows)
         self.chars += chars
         return rows
+
+    def over_limit(self, record: ImportedRecord, where: str, exc: InvalidInputError) -> NewRecord:
+        """What is stored for a record the checks refuse (over ``max_record_bytes`` or
+        ``MAX_JSON_DEPTH`` as stored, or not storable): where its file's lines stand
+        alone, its line is a bad line (``path:line``, reported once however many records
+        it made) and the record an ``entry`` that says so, in the record's place, so the
+        seqs the reader counted stay right; else the session fails.
+
+        Raises:
+            Refused: the file's lines do not stand alone (a native file, a legacy Gemini
+                CLI document), or the record is not from a line (a reader's own).
+            ImportFormatError: with ``strict``, the bad line.
+        """
+        session = self.session
+        if record.line is None or not session.lines_stand_alone:
+            # A record is not always one line: the uuid helps find it.
+            known = f" (uuid {brief(record.uuid)})" if record.uuid is not None else ""
+            reason = f"{exc}{known}"
+            if record.line is not None:
+                reason = str(ImportFormatError(str(session.path), record.line, reason))
+            raise Refused(reason) from exc
+        reason = str(exc).replace(where, "its record", 1)
+        if record.line != self.bad_line:
+            self.bad_line = record.line
+            bad_line(session, Line(record.line, limit=True), reason, self.strict)
+        payload = {"format": session.format, "skippedLine": record.line, "error": reason}
+        return NewRecord(
+            kind="entry",
+            payload=jsoncodec.dumps(payload),
+            uuid=_column(record.uuid),
+            parent_uuid=_column(record.parent_uuid),
+        )
 
     def table_row(self) -> tuple[Any, ...]:
         """The session's row in table order.

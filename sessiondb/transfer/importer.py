@@ -88,8 +88,12 @@ async def import_path(
             files are opened; what is passed over is in ``skipped_paths``.
 
     Only regular files are read: FIFOs, sockets and devices are passed over unopened.
-    A line longer than the store's ``max_record_bytes`` is never held whole: it is
-    reported as a bad line and skipped (``strict``: it fails its file).
+    A line longer than the store's ``max_record_bytes`` is never held whole. A line over
+    any limit (its size, its depth, its record's size or depth as stored) is a bad line
+    naming the limit where the format's lines stand alone, and fails its session in a
+    native file or a legacy Gemini CLI document (see
+    :attr:`~sessiondb.formats.ImportedSession.lines_stand_alone`); ``strict``: it fails
+    its file.
 
     Raises:
         InvalidInputError: an unknown format, or ``path`` does not exist or is neither
@@ -409,6 +413,7 @@ class _Importer:
         rows = SessionRows(session, session_id, self.namespace, parent_id, inherited)
         rows.max_bytes = self.core.max_record_bytes
         rows.indexed = self.core.search_indexing
+        rows.strict = self.strict
         # Strict holds a session whole: nothing of a file with a bad line may be written.
         limit = (2**62, 2**62) if self.strict else (STREAM_RECORDS, STREAM_CHARS)
         first = rows.chunk(*limit)

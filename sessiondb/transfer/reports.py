@@ -39,8 +39,9 @@ class ImportReport:
         records: records written.
         files: session files and directories read.
         bad_lines: the first ``BAD_LINES_KEPT`` (100) lines that could not be read
-            (``path:line``), their reasons cut short: kept as raw entries, or, a line
-            over the store's ``max_record_bytes``, skipped.
+            (``path:line``), their reasons cut short: kept as raw entries; a line
+            over the store's ``max_record_bytes``, skipped; a line whose record is over
+            a limit as stored, an entry naming the line and the limit.
         bad_line_count: every bad line, kept in ``bad_lines`` or not.
         failures: files or sessions not imported, with the reason.
         skipped_paths: paths passed over, with the reason: symbolic links (not

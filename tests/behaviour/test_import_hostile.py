@@ -25,10 +25,16 @@ from typing import Any
 
 import pytest
 from helpers import sql
-from helpers.import_memory_probe import bad_lines_file, cc_line, huge_line_file
+from helpers.import_memory_probe import (
+    bad_lines_file,
+    cc_line,
+    huge_gemini_document,
+    huge_line_file,
+)
 
 import sessiondb
 from sessiondb import ImportFormatError, InvalidInputError, SessionStore
+from sessiondb.config import DEFAULT_MAX_RECORD_BYTES
 from sessiondb.formats import BAD_LINES_KEPT, base, read_path
 from sessiondb.formats.base import MAX_LINE_BYTES, REASON_CHARS
 from sessiondb.transfer import ImportReport, SkippedPath
@@ -414,11 +420,11 @@ def test_detection_passes_a_long_first_line_over_unread(tmp_path: Path) -> None:
     assert peak < 3 * base.SNIFF_LINE_BYTES, peak
 
 
-def _probe(db: Path, path: Path, limit: int) -> dict[str, Any]:
+def _probe(db: Path, path: Path, limit: int, fmt: str = "claude-code") -> dict[str, Any]:
     """Import ``path`` in a child process; its peak memory and report."""
     script = Path(__file__).parents[1] / "helpers" / "import_memory_probe.py"
     done = subprocess.run(
-        [sys.executable, str(script), str(db), str(path), str(limit)],
+        [sys.executable, str(script), str(db), str(path), str(limit), fmt],
         capture_output=True,
         text=True,
         check=False,
@@ -454,3 +460,36 @@ def test_2_000_000_bad_lines_keep_100(tmp_path: Path) -> None:
     assert result["bad_lines_kept"] == BAD_LINES_KEPT
     assert result["first_bad_line"].startswith(f"{path}:2: not valid JSON")
     assert result["maxrss_kb"] < PEAK_BOUND_KB, result
+
+
+# What a line or a document over the limit may cost beyond the child's start (VmHWM just
+# before the import): a quarter of the default max_record_bytes, so a test failing here
+# means part of the limit was held. A line is measured 1 MB at a time before it is read;
+# measured: 8 MB for the 150 MB line (131 MB before), 5 MB for the 300 MB document (259
+# MB before, when 4x the limit was read before the size was known).
+OVER_LIMIT_COST_KB = DEFAULT_MAX_RECORD_BYTES // 4 // 1024
+
+
+def test_a_150_mb_line_over_the_default_limit_is_not_held_up_to_the_limit(
+    tmp_path: Path,
+) -> None:
+    path = huge_line_file(tmp_path / "huge.jsonl", 150)
+    result = _probe(tmp_path / "huge.sqlite3", path, DEFAULT_MAX_RECORD_BYTES)
+    assert result["failures"] == [] and result["created"] == 1 and result["records"] == 2
+    assert result["first_bad_line"] == (
+        f"{path}:2: the line is over {DEFAULT_MAX_RECORD_BYTES} bytes, the store's max_record_bytes"
+    )
+    assert result["maxrss_kb"] - result["start_kb"] < OVER_LIMIT_COST_KB, result
+
+
+def test_a_300_mb_gemini_document_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = huge_gemini_document(tmp_path / "session-2026-01-01T00-00-memo0001.json", 300)
+    result = _probe(tmp_path / "doc.sqlite3", path, DEFAULT_MAX_RECORD_BYTES, "gemini")
+    # One value read whole: over the limit, the session fails (nothing written).
+    assert result["created"] == 0 and result["records"] == 0
+    (failure,) = result["failures"]
+    assert failure.startswith(
+        f"{path}:1: the document is over {DEFAULT_MAX_RECORD_BYTES} bytes, the store's "
+        "max_record_bytes"
+    )
+    assert result["maxrss_kb"] - result["start_kb"] < OVER_LIMIT_COST_KB, result

@@ -183,29 +183,28 @@ def _deep_line(stem: str, depth: int) -> str:
 
 
 @pytest.mark.parametrize("depth", [200, 600])
-async def test_a_deep_claude_code_line_fails_its_session_and_the_tree_imports(
+async def test_a_deep_claude_code_line_is_a_bad_line_and_its_session_imports(
     store: SessionStore, tmp_path: Path, depth: int
 ) -> None:
     # 200: orjson writes it (under 255), the bracket count finds it; 600: orjson refuses.
+    # A Claude Code line stands alone: over the depth limit it is a bad line, as a line
+    # over max_record_bytes is, and the session's other lines are imported.
     tree = claude_code_project(tmp_path / "proj", files=2, lines=4)
     deep_file = tree / "proj-001.jsonl"
     with deep_file.open("a") as out:
         out.write(_deep_line("proj-001", depth) + "\n")
     report = await store.import_path(tree)
-    assert report.created == 1 and report.records == 4
-    (failure,) = report.failures
-    assert failure.path == deep_file
-    assert "record 5 (seq 5) is nested more than 128 levels deep" in failure.reason
-    assert failure.reason.endswith("(uuid 'proj-001-deep')")
-    assert str(deep_file) in str(failure)
-    assert await _rows(store) == (1, 4)
-    (info,) = (await store.list_sessions()).items
-    assert [r.message.text() for r in await store.records(info.id) if r.message] == [
-        "0",
-        "1",
-        "2",
-        "3",
+    assert report.failures == [] and report.created == 2
+    assert report.bad_line_count == 1
+    assert [str(b) for b in report.bad_lines] == [
+        f"{deep_file}:5: its record is nested more than 128 levels deep (arrays and objects)"
     ]
+    assert await _rows(store) == (2, 9)
+    deep_id = report.session_ids[1]
+    records = await store.records(deep_id)
+    assert [r.message.text() for r in records if r.message] == ["0", "1", "2", "3"]
+    assert records[-1].kind == "entry"  # in the line's place: the seqs stay as counted
+    assert records[-1].model_dump()["entry"]["skippedLine"] == 5
 
 
 async def test_a_line_at_the_limit_imports_and_reads_back(
