@@ -552,6 +552,7 @@ class Core:
             to_seq=to_seq,
             extra_columns=("target_seq",),
             flavour=self.flavour,
+            sealed=self.encrypted,
         )
         return await tx.fetch(bound)
 
@@ -568,6 +569,7 @@ class Core:
             from_seq=from_seq,
             to_seq=to_seq,
             flavour=self.flavour,
+            sealed=self.encrypted,
         )
         return _seq_messages(await tx.fetch(bound))
 

@@ -4,14 +4,29 @@ opens what it reads, so that nothing above it (core, features, the decode path) 
 :class:`SealedBackend` wraps the store's backend when the store has a key provider
 (``SessionStore.open(url, encryption=provider)``):
 
-- writes: a record's ``payload`` is sealed with its session id and seq as associated
+- writes: a record's ``payload`` is sealed with its session id, seq and structure (kind,
+  role, ``target_seq``, ``first_kept_seq``: :func:`crypto.record_context`) as associated
   data (an append locks the session's head first, to know the seqs it will get); a
   session's ``name``, ``system_prompt_override`` and ``metadata_json`` with its id and the
-  column's name. Every statement that writes them is known
+  column's name, and its ``lineage_seal`` (an empty plaintext) with its parent and fork
+  point. Every statement that writes them is known
   (:func:`statements.sealed_session_params`, the appends, the bulk inserts).
 - reads: every row of a statement that selects one of those columns comes back with the
-  plaintext in its place, found by the statement's column names; columns named
-  ``sealed_*`` (the row's identity, selected for this only) are dropped.
+  plaintext in its place, found by the statement's column names; a payload is opened
+  with the structure columns of its row (a statement that reads payloads without them
+  is refused), a ``lineage_seal`` checked against the row's parent and fork point.
+  Columns named ``sealed_*`` (the row's identity and structure, selected for this only)
+  are dropped. The statements that decide what a context or a record listing holds by
+  these columns also read every row whose columns they trusted
+  (:func:`statements.context` with ``sealed``, :func:`statements.lineage_structure`), so
+  that a changed column fails to open rather than changing what is shown.
+
+Values bound before this binding (sealed by a data key whose wrap context is
+:data:`crypto.UNBOUND_KEY_CONTEXT`'s, sessions without ``lineage_seal``) read as before,
+bound to their place only, until the namespace has a completed data key of the bound kind
+(``rotate_keys(reencrypt=True)`` makes one and moves every row to it); from then on, or
+from the start for a sessions without a seal once the namespace has any bound key, they
+are refused with a :class:`DecryptionError` that says to run the rotation.
 
 :class:`Keyring` holds the namespace's data keys, unwrapped by the provider;
 :func:`rotate` re-wraps them and, asked to, re-encrypts the rows. A store without a
@@ -79,6 +94,9 @@ class Keyring:
         self.keys: dict[int, bytes] = {}
         self.completed: dict[int, bool] = {}
         self.master_key_ids: dict[int, str] = {}
+        #: Whether each data key binds its values' structure (wrapped with the bound
+        #: context: made by this release or later).
+        self.bound: dict[int, bool] = {}
         self._wrapped: dict[int, str] = {}
         self._loaded_at: float | None = None
 
@@ -95,7 +113,7 @@ class Keyring:
         rows = await backend.fetch(shapes.data_keys_of(self.namespace))
         for version, master_key_id, wrapped, completed_at in rows:
             if self._wrapped.get(version) != wrapped:
-                key = await self.unwrap(version, master_key_id, wrapped)
+                key, self.bound[version] = await self.unwrap(version, master_key_id, wrapped)
                 self.ciphers[version] = crypto.aes_gcm(key)
                 self.keys[version] = key
                 self._wrapped[version] = wrapped
@@ -104,29 +122,39 @@ class Keyring:
         self.current = max(self.ciphers, default=0)
         self._loaded_at = time.monotonic()
 
-    async def unwrap(self, version: int, master_key_id: str, wrapped: str) -> bytes:
+    async def unwrap(self, version: int, master_key_id: str, wrapped: str) -> tuple[bytes, bool]:
+        """The data key of ``version`` and whether it is a bound one (tried first; a key
+        made before the structure binding opens with the other context)."""
         try:
             raw = base64.b64decode(wrapped, validate=True)
         except (binascii.Error, ValueError):
             raise DecryptionError(
                 f"namespace {self.namespace!r}: data key {version} is not base64 (tampered?)"
             ) from None
-        context = crypto.wrap_context(self.namespace, version)
-        key = await _provider_call(
-            self.provider.unwrap(master_key_id, raw, context),
-            f"namespace {self.namespace!r}: unwrapping data key {version}",
-        )
+        what = f"namespace {self.namespace!r}: unwrapping data key {version}"
+        bound = True
+        try:
+            key = await _provider_call(
+                self.provider.unwrap(
+                    master_key_id, raw, crypto.wrap_context(self.namespace, version)
+                ),
+                what,
+            )
+        except DecryptionError:
+            bound = False
+            context = crypto.wrap_context(self.namespace, version, bound=False)
+            key = await _provider_call(self.provider.unwrap(master_key_id, raw, context), what)
         if not isinstance(key, bytes) or len(key) != crypto.KEY_BYTES:
             raise DecryptionError(
                 f"namespace {self.namespace!r}: the key provider gave data key {version} "
                 "back with the wrong length"
             )
-        return key
+        return key, bound
 
     async def wrap(self, version: int, key: bytes) -> tuple[str, str]:
         """``(master key id, wrapped text)`` of ``key`` under the provider's current key."""
         master = self.provider.current_key_id
-        context = crypto.wrap_context(self.namespace, version)
+        context = crypto.wrap_context(self.namespace, version, self.bound.get(version, True))
         wrapped = await _provider_call(
             self.provider.wrap(master, key, context),
             f"namespace {self.namespace!r}: wrapping data key {version}",
@@ -160,7 +188,23 @@ class Keyring:
     def seal(self, text: str, context: bytes) -> str:
         return crypto.seal(self.ciphers[self.current], self.current, text, context)
 
-    def open(self, text: str, context: bytes) -> str:
+    @property
+    def reads_unbound(self) -> bool:
+        """Whether a value bound to its place only (sealed before the structure binding)
+        still reads: until the namespace has a completed bound data key, that is until
+        ``rotate_keys(reencrypt=True)`` has moved every row to the binding."""
+        return not any(self.bound[v] and self.completed.get(v) for v in self.bound)
+
+    @property
+    def reads_unsealed_sessions(self) -> bool:
+        """Whether a session without ``lineage_seal`` reads: only in a namespace with no
+        bound data key at all (every session this release writes has one)."""
+        return not any(self.bound.values())
+
+    def open(self, text: str, context: bytes, unbound: bytes | None = None) -> str:
+        """The plaintext of ``text`` sealed with ``context``; ``unbound``: the associated
+        data the value had before the structure binding, tried for a value of an unbound
+        data key (see :attr:`reads_unbound`)."""
         version = crypto.envelope_version(text)
         if version is None:
             raise DecryptionError(
@@ -169,7 +213,19 @@ class Keyring:
         cipher = self.ciphers.get(version)
         if cipher is None:
             raise UnknownKeyVersion(version)
-        return crypto.unseal(cipher, text, context)
+        try:
+            return crypto.unseal(cipher, text, context)
+        except DecryptionError:
+            if unbound is None or self.bound.get(version, True):
+                raise
+            plain = crypto.unseal(cipher, text, unbound)  # raises as the first did
+            if self.reads_unbound:
+                return plain
+            raise DecryptionError(
+                f"sealed by data key {version} before records bound their structure, in a "
+                "namespace whose rows have all moved to the binding (a replayed value?); "
+                "run rotate_keys(reencrypt=True) to completion"
+            ) from None
 
 
 async def _provider_call(call: Any, what: str) -> Any:
@@ -197,6 +253,10 @@ class _Shape:
     session_id: int | None
     keep: tuple[int, ...] | None  # positions to keep when some are dropped
     row: type | None
+    # Positions of a payload's structure: kind, role, target_seq, first_kept_seq.
+    structure: tuple[int, int, int, int] | None = None
+    # A lineage seal: (seal, parent_id, fork_seq, whether NULL means "no lineage row").
+    lineage: tuple[int, int | None, int | None, bool] | None = None
 
 
 def _row_type(names: Sequence[str]) -> type:
@@ -233,7 +293,22 @@ def _shape(stmt: Any) -> _Shape | None:
         and any(p is tables.sessions.c[c.key] for p in c.proxy_set)
     )
     payload = names.index("payload") if "payload" in names else None
-    if payload is None and not session:
+
+    def at(name: str) -> int | None:
+        """A column by its ``sealed_`` name (selected for the opener) or its own."""
+        for n in (f"sealed_{name}", name):
+            if n in names:
+                return names.index(n)
+        return None
+
+    found = [at(n) for n in STRUCTURE]
+    structure = None if None in found else (found[0], found[1], found[2], found[3])
+    lineage = None
+    if "sealed_lineage" in names or "lineage_seal" in names:
+        flagged = "sealed_lineage" in names
+        seal_at = names.index("sealed_lineage" if flagged else "lineage_seal")
+        lineage = (seal_at, at("parent_id"), at("fork_seq"), flagged)
+    if payload is None and not session and lineage is None:
         return None
     sid = names.index("sealed_sid") if "sealed_sid" in names else None
     if sid is None and "session_id" in names:
@@ -250,7 +325,13 @@ def _shape(stmt: Any) -> _Shape | None:
         session_id=names.index("id") if "id" in names else None,
         keep=keep,
         row=_row_type(kept),
+        structure=structure,
+        lineage=lineage,
     )
+
+
+#: The columns of a record that its payload's associated data binds, in that order.
+STRUCTURE = ("kind", "role", "target_seq", "first_kept_seq")
 
 
 class Opener:
@@ -288,12 +369,22 @@ class Opener:
                 raise EncryptionError(
                     "a statement reads sealed payloads without their session id and seq"
                 )
+            if shape.structure is None:
+                raise EncryptionError(
+                    "a statement reads sealed payloads without their structure "
+                    f"({', '.join(STRUCTURE)})"
+                )
             seq = int(values[shape.seq])
             raw = values[shape.payload]
             as_bytes = isinstance(raw, bytes | bytearray | memoryview)
             text = bytes(raw).decode("ascii", "replace") if as_bytes else raw
-            plain = self._open(text, crypto.row_context(ns, sid, "payload", seq), sid, seq)
+            kind, role, target, first_kept = (values[i] for i in shape.structure)
+            context = crypto.record_context(ns, sid, seq, kind, role, target, first_kept)
+            unbound = crypto.row_context(ns, sid, "payload", seq)
+            plain = self._open(text, context, sid, seq, unbound)
             values[shape.payload] = plain.encode("utf-8", "surrogatepass") if as_bytes else plain
+        if shape.lineage is not None:
+            self._check_lineage(shape, params, values)
         for i, column in shape.session:
             if values[i] is not None:
                 if shape.session_id is None:
@@ -305,20 +396,50 @@ class Opener:
         assert shape.row is not None
         return shape.row(values)
 
-    def open_text(self, text: str, context: bytes, sid: str, seq: int | None) -> str:
+    def _check_lineage(self, shape: _Shape, params: Mapping[str, Any], values: list[Any]) -> None:
+        """A row's ``lineage_seal`` against its parent and fork point: a session whose
+        parent or fork point was changed fails to open."""
+        assert shape.lineage is not None
+        seal_at, parent_at, fork_at, flagged = shape.lineage
+        seal = values[seal_at]
+        if flagged and seal is None:
+            return  # not a lineage row of the statement
+        sid = values[shape.sid] if flagged and shape.sid is not None else None
+        if sid is None and shape.session_id is not None:
+            sid = values[shape.session_id]
+        if sid is None or parent_at is None or fork_at is None:
+            raise EncryptionError("a statement reads lineage seals without id, parent and fork")
+        if not seal:
+            if self.keyring.reads_unsealed_sessions:
+                return  # a session sealed before the binding: read as before
+            raise DecryptionError(
+                f"session {sid}: cannot decrypt: its lineage is not sealed (written before "
+                "the structure binding, or the seal was removed); if this namespace was "
+                "written by an older sessiondb, run rotate_keys(reencrypt=True) to completion"
+            )
+        context = crypto.lineage_context(
+            self.keyring.namespace, sid, values[parent_at], values[fork_at]
+        )
+        self._open(seal, context, sid, None)
+
+    def open_text(
+        self, text: str, context: bytes, sid: str, seq: int | None, unbound: bytes | None = None
+    ) -> str:
         """One sealed value's plaintext; a version the keyring lacks is a
         :class:`DecryptionError` here."""
         try:
-            return self._open(text, context, sid, seq)
+            return self._open(text, context, sid, seq, unbound)
         except UnknownKeyVersion as exc:
             raise DecryptionError(
                 f"session {sid}: sealed by data key {exc.args[0]}, which the namespace "
                 "does not have"
             ) from None
 
-    def _open(self, text: str, context: bytes, sid: str, seq: int | None) -> str:
+    def _open(
+        self, text: str, context: bytes, sid: str, seq: int | None, unbound: bytes | None = None
+    ) -> str:
         try:
-            return self.keyring.open(text, context)
+            return self.keyring.open(text, context, unbound)
         except DecryptionError as exc:
             where = f"session {sid}" + ("" if seq is None else f" seq {seq}")
             raise DecryptionError(f"{where}: cannot decrypt: {exc}") from None
@@ -327,13 +448,23 @@ class Opener:
 # -- writing ------------------------------------------------------------------------------
 
 
+def structure_check(bound: q.Bound) -> q.Bound | None:
+    """The read that checks what a sealed :func:`statements.lineage_records` read trusted
+    (:func:`statements.lineage_structure`), or ``None`` for any other statement."""
+    stmt, params = bound
+    name = shapes.name_of(stmt)
+    if name.startswith("_lineage_records(") and name.endswith("sealed=True)"):
+        return q.lineage_structure(params["sid"], params["ns"])
+    return None
+
+
 def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:
     """The bound with the session columns it writes sealed (others unchanged)."""
     stmt, params = bound
     spec = q.sealed_session_params(shapes.statement_of(stmt))
     if spec is None:
         return bound
-    id_param, columns = spec
+    id_param, columns, lineage = spec
     sid = params[id_param]
     sealed = dict(params)
     for param, column in columns.items():
@@ -341,7 +472,21 @@ def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:
         if value is not None:
             context = crypto.row_context(keyring.namespace, sid, column)
             sealed[param] = keyring.seal(value, context)
+    if lineage is not None:
+        sealed[f"{lineage}lineage_seal"] = lineage_seal(
+            keyring, sid, params[f"{lineage}parent_id"], params[f"{lineage}fork_seq"]
+        )
     return stmt, sealed
+
+
+def lineage_seal(keyring: Keyring, sid: str, parent_id: str | None, fork_seq: int | None) -> str:
+    """A session's ``lineage_seal``: an empty plaintext bound to its parent and fork point."""
+    return keyring.seal("", crypto.lineage_context(keyring.namespace, sid, parent_id, fork_seq))
+
+
+def record_context(namespace: str, row: Mapping[str, Any] | Any, sid: str, seq: int) -> bytes:
+    """The associated data of a record's payload, its structure read from ``row`` by name."""
+    return crypto.record_context(namespace, sid, seq, *(row[n] for n in STRUCTURE))
 
 
 def seal_table_rows(
@@ -351,16 +496,23 @@ def seal_table_rows(
     ns = keyring.namespace
     if table is tables.records:
         sid_i, seq_i, pay_i = map(q.RECORD_COLUMN_NAMES.index, ("session_id", "seq", "payload"))
+        structure = [q.RECORD_COLUMN_NAMES.index(n) for n in STRUCTURE]
         out = []
         for r in rows:
             values = list(r)
-            context = crypto.row_context(ns, values[sid_i], "payload", int(values[seq_i]))
+            kind, role, target, first_kept = (values[i] for i in structure)
+            context = crypto.record_context(
+                ns, values[sid_i], int(values[seq_i]), kind, role, target, first_kept
+            )
             values[pay_i] = keyring.seal(values[pay_i], context)
             out.append(tuple(values))
         return out
     if table is tables.sessions:
-        id_i = q.SESSION_COLUMN_NAMES.index("id")
-        at = [(q.SESSION_COLUMN_NAMES.index(n), n) for n in q.SEALED_SESSION_COLUMNS]
+        names = q.SESSION_COLUMN_NAMES
+        id_i, parent_i, fork_i, seal_i = map(
+            names.index, ("id", "parent_id", "fork_seq", "lineage_seal")
+        )
+        at = [(names.index(n), n) for n in q.SEALED_SESSION_COLUMNS]
         out = []
         for r in rows:
             values = list(r)
@@ -368,6 +520,7 @@ def seal_table_rows(
                 if values[i] is not None:
                     context = crypto.row_context(ns, values[id_i], column)
                     values[i] = keyring.seal(values[i], context)
+            values[seal_i] = lineage_seal(keyring, values[id_i], values[parent_i], values[fork_i])
             out.append(tuple(values))
         return out
     return list(rows)
@@ -382,8 +535,11 @@ def seal_append(
     if head.get("name") is not None:
         sealed_head["name"] = keyring.seal(head["name"], crypto.row_context(ns, sid, "name"))
     at, sealed = q.APPEND_COLUMN_NAMES.index("payload"), [list(r) for r in rows]
+    structure = [q.APPEND_COLUMN_NAMES.index(n) for n in STRUCTURE]
     for i, r in enumerate(sealed):
-        r[at] = keyring.seal(r[at], crypto.row_context(ns, sid, "payload", first + i))
+        kind, role, target, first_kept = (r[j] for j in structure)
+        context = crypto.record_context(ns, sid, first + i, kind, role, target, first_kept)
+        r[at] = keyring.seal(r[at], context)
     return sealed_head, [tuple(r) for r in sealed]
 
 
@@ -398,7 +554,11 @@ class SealedTransaction:
     async def fetch(self, bound: q.Bound) -> list[Row]:
         bound = seal_params(self._keyring, bound)
         rows = await self._inner.fetch(bound)
-        return self._opener.rows(bound, rows)
+        opened = self._opener.rows(bound, rows)
+        check = structure_check(bound)
+        if check is not None:
+            self._opener.rows(check, await self._inner.fetch(check))
+        return opened
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         # The seqs the rows get are in their associated data: lock the head to know them.
@@ -445,28 +605,34 @@ class SealedBackend:
         """The wrapped primary: key rows are read and written there."""
         return getattr(self.inner, "primary", self.inner)
 
-    async def _opened(self, bound: q.Bound, read: Callable[[], Any]) -> list[Row]:
-        rows = await read()
+    async def _opened(
+        self, bound: q.Bound, read: Callable[[q.Bound], Any], *, checked: bool = True
+    ) -> list[Row]:
+        rows = await read(bound)
         try:
-            return self.opener.rows(bound, rows)
+            opened = self.opener.rows(bound, rows)
         except UnknownKeyVersion:
             await self.keyring.load(self.primary_inner)  # a key newer than ours
             try:
-                return self.opener.rows(bound, rows)
+                opened = self.opener.rows(bound, rows)
             except UnknownKeyVersion as exc:
                 raise DecryptionError(
                     f"namespace {self.keyring.namespace!r}: a value is sealed by data key "
                     f"{exc.args[0]}, which the namespace does not have"
                 ) from None
+        check = structure_check(bound) if checked else None
+        if check is not None:  # opened to be checked, then dropped
+            await self._opened(check, read, checked=False)
+        return opened
 
     async def fetch(self, bound: q.Bound, *, plain: bool = False) -> list[Row]:
         await self._ready()
-        return await self._opened(bound, lambda: self.inner.fetch(bound, plain=plain))
+        return await self._opened(bound, lambda b: self.inner.fetch(b, plain=plain))
 
     async def execute(self, bound: q.Bound) -> list[Row]:
         await self._ready()
         sealed = seal_params(self.keyring, bound)
-        return await self._opened(sealed, lambda: self.inner.execute(sealed))
+        return await self._opened(sealed, self.inner.execute)
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         """Optimistic: read the head, seal for the seqs after it, append expecting it (two
@@ -517,7 +683,7 @@ class _Opening(SealedTransaction):
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
         sealed = seal_params(self._keyring, bound)
-        return await self._backend._opened(sealed, lambda: self._inner.fetch(sealed))
+        return await self._backend._opened(sealed, self._inner.fetch)
 
 
 # -- rotation -----------------------------------------------------------------------------
@@ -563,11 +729,15 @@ async def rotate(backend: Backend, *, reencrypt: bool, batch: int = 500) -> Rota
     report = RotationReport(rewrapped, keyring.current, target)
     if not reencrypt:
         return report
-    if keyring.completed.get(keyring.current, True):
+    # A new key, unless an interrupted run left a bound one to finish (one made before
+    # the structure binding is not resumed: its rows may be bound to their place only).
+    if keyring.completed.get(keyring.current, True) or not keyring.bound[keyring.current]:
         await keyring.add_key(raw, keyring.current + 1)
     version = keyring.current
-    records_done = await _reseal_records(backend, version, batch)
+    # Sessions first: their lineage seals are what a read of an upgraded namespace
+    # refuses to go without (Keyring.reads_unsealed_sessions).
     sessions_done = await _reseal_sessions(backend, version, batch)
+    records_done = await _reseal_records(backend, version, batch)
     await raw.execute(q.complete_data_key(keyring.namespace, version, datetime.now(UTC)))
     return RotationReport(
         rewrapped, version, target, records_resealed=records_done, sessions_resealed=sessions_done
@@ -579,18 +749,21 @@ async def _reseal_records(backend: SealedBackend, version: int, batch: int) -> i
     after: tuple[str, int] | None = None
     moved = 0
     while True:
-        rows = await raw.fetch(q.namespace_records(ns, after=after, limit=batch))
+        rows = await raw.fetch(q.namespace_records(ns, after=after, limit=batch, sealed=True))
         if not rows:
             return moved
         after = (rows[-1]["session_id"], int(rows[-1]["seq"]))
         changes = []
         for r in rows:
             old = r["payload"]
-            if crypto.envelope_version(old) == version:
+            if crypto.envelope_version(old) == version:  # a bound key: bound already
                 continue
             sid, seq = r["session_id"], int(r["seq"])
-            context = crypto.row_context(ns, sid, "payload", seq)
-            plain = backend.opener.open_text(old, context, sid, seq)
+            context = crypto.record_context(
+                ns, sid, seq, r["kind"], *(r[f"sealed_{n}"] for n in STRUCTURE[1:])
+            )
+            unbound = crypto.row_context(ns, sid, "payload", seq)
+            plain = backend.opener.open_text(old, context, sid, seq, unbound)
             new = crypto.seal(keyring.ciphers[version], version, plain, context)
             changes.append(q.reseal_record(sid, seq, new, old))
         if changes:
@@ -609,13 +782,21 @@ async def _reseal_sessions(backend: SealedBackend, version: int, batch: int) -> 
         changes = []
         for r in rows:
             sid = r["id"]
-            old = {n: r[n] for n in q.SEALED_SESSION_COLUMNS}
+            old = {n: r[n] for n in q.RESEALED_SESSION_COLUMNS}
             new = dict(old)
-            for column, text in old.items():
+            for column in q.SEALED_SESSION_COLUMNS:
+                text = old[column]
                 if text is not None and crypto.envelope_version(text) != version:
                     context = crypto.row_context(ns, sid, column)
                     plain = backend.opener.open_text(text, context, sid, None)
                     new[column] = crypto.seal(keyring.ciphers[version], version, plain, context)
+            seal = old["lineage_seal"]
+            if seal is None or crypto.envelope_version(seal) != version:
+                # An unsealed lineage (written before the binding) is sealed as it stands.
+                context = crypto.lineage_context(ns, sid, r["parent_id"], r["fork_seq"])
+                if seal is not None:
+                    backend.opener.open_text(seal, context, sid, None)
+                new["lineage_seal"] = crypto.seal(keyring.ciphers[version], version, "", context)
             if new != old:
                 changes.append(q.reseal_session(sid, ns, new, old))
         if changes:

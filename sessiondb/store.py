@@ -601,6 +601,7 @@ class SessionStore(FeatureFunctions):
             from_seq=from_seq,
             to_seq=to_seq,
             flavour=self._core.flavour,
+            sealed=self._core.encrypted,
         )
         rows = await self._core.backend.fetch(bound)
         if not rows:
