@@ -125,8 +125,10 @@ def record_context(
             None if first_kept_seq is None else int(first_kept_seq),
         )
     )
-    return row_context(namespace, session_id, "payload", seq) + b"|" + structure.encode(
-        "utf-8", "surrogatepass"
+    return (
+        row_context(namespace, session_id, "payload", seq)
+        + b"|"
+        + structure.encode("utf-8", "surrogatepass")
     )
 
 
