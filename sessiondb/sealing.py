@@ -452,10 +452,12 @@ def structure_check(bound: q.Bound) -> q.Bound | None:
     """The read that checks what a sealed :func:`statements.lineage_records` read trusted
     (:func:`statements.lineage_structure`), or ``None`` for any other statement."""
     stmt, params = bound
-    name = shapes.name_of(stmt)
-    if name.startswith("_lineage_records(") and name.endswith("sealed=True)"):
-        return q.lineage_structure(params["sid"], params["ns"])
-    return None
+    filtered = q.SEALED_LISTINGS.get(id(stmt))
+    if filtered is None:
+        return None
+    return q.lineage_structure(
+        params["sid"], params["ns"], filtered=filtered, from_seq=params.get("from_seq")
+    )
 
 
 def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:

@@ -630,18 +630,50 @@ SEALED_STRUCTURE = (
 )
 
 
-def lineage_structure(session_id: str, namespace: str) -> Bound:
+#: The sealed :func:`lineage_records` statements, by id: whether they filter by a
+#: structure column (tombstoned, superseded, kinds, roles).
+SEALED_LISTINGS: dict[int, bool] = {}
+
+
+def lineage_structure(
+    session_id: str, namespace: str, *, filtered: bool, from_seq: int | None
+) -> Bound:
     """What an encrypted store reads beside a sealed :func:`lineage_records` read, to
-    check the columns its filters trusted: the lineage's tombstones, compactions and
-    prune records with their structure, and each member's ``lineage_seal`` ('' when it
-    has none) with its parent and fork point. Rows ``(seq, payload, sealed_*)``."""
-    return _lineage_structure(), _scope(session_id, namespace)
+    check the columns it trusted: each lineage member's ``lineage_seal`` ('' when it has
+    none) with its parent and fork point; for a ``filtered`` read also every record from
+    ``from_seq`` on (a record whose column was changed to leave or enter the filter is
+    one of them: a tombstone, a compaction follows what it hides) and every tombstone
+    (one may name a later seq). Rows ``(seq, payload, sealed_*)``."""
+    if not filtered:
+        return _lineage_seals(), _scope(session_id, namespace)
+    return _lineage_structure(), _scope(session_id, namespace, from_seq=from_seq or 0)
+
+
+def _member_seals(lin: CTE) -> Select[Any]:
+    member = sessions.alias("member")
+    return select(
+        lin.c.fork_seq.label("seq"),
+        _null(Text()).label("payload"),
+        lin.c.id.label("sealed_sid"),
+        _null(Text()).label("sealed_kind"),
+        _null(Text()).label("sealed_role"),
+        _null(BigInteger()).label("sealed_target_seq"),
+        _null(BigInteger()).label("sealed_first_kept_seq"),
+        func.coalesce(member.c.lineage_seal, _text("")).label("sealed_lineage"),
+        lin.c.parent_id.label("sealed_parent_id"),
+        lin.c.fork_seq.label("sealed_fork_seq"),
+    ).select_from(lin.join(member, member.c.id == lin.c.id))
+
+
+@_shape
+def _lineage_seals() -> Select[Any]:
+    return _member_seals(lineage())
 
 
 @_shape
 def _lineage_structure() -> CompoundSelect[Any]:
     lin = lineage()
-    overlays = (
+    trusted = (
         select(
             records.c.seq,
             records.c.payload,
@@ -653,22 +685,14 @@ def _lineage_structure() -> CompoundSelect[Any]:
             null().label("sealed_fork_seq"),
         )
         .select_from(records.join(lin, _in_lineage(lin)))
-        .where(records.c.kind.in_([const(k) for k in ("tombstone", "compaction", "prune")]))
+        .where(
+            or_(
+                records.c.seq >= bindparam("from_seq", type_=BigInteger()),
+                records.c.kind == const("tombstone"),
+            )
+        )
     )
-    member = sessions.alias("member")
-    lineages = select(
-        lin.c.fork_seq,
-        null(),
-        lin.c.id,
-        null(),
-        null(),
-        null(),
-        null(),
-        func.coalesce(member.c.lineage_seal, _text("")),
-        lin.c.parent_id,
-        lin.c.fork_seq,
-    ).select_from(lin.join(member, member.c.id == lin.c.id))
-    return union_all(overlays, lineages)
+    return union_all(_member_seals(lin), trusted)
 
 
 def _own(sub: Any, sealed: bool) -> list[Any]:
@@ -716,7 +740,12 @@ def lineage_records(
         extra_columns,
         flavour == POSTGRES,
     )
-    stmt = _lineage_records(*args, sealed=True) if sealed else _lineage_records(*args)
+    if sealed:
+        stmt = _lineage_records(*args, sealed=True)
+        filtered = not (include_tombstoned and include_superseded) or bool(kinds or roles)
+        SEALED_LISTINGS[id(stmt)] = filtered
+    else:
+        stmt = _lineage_records(*args)
     params = _scope(session_id, namespace)
     if from_seq is not None:
         params["from_seq"] = from_seq
