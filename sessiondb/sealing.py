@@ -301,8 +301,10 @@ def _shape(stmt: Any) -> _Shape | None:
                 return names.index(n)
         return None
 
-    found = [at(n) for n in STRUCTURE]
-    structure = None if None in found else (found[0], found[1], found[2], found[3])
+    kind, role, target, first_kept = (at(n) for n in STRUCTURE)
+    structure = None
+    if kind is not None and role is not None and target is not None and first_kept is not None:
+        structure = (kind, role, target, first_kept)
     lineage = None
     if "sealed_lineage" in names or "lineage_seal" in names:
         flagged = "sealed_lineage" in names

@@ -27,6 +27,7 @@ retention, import and export) share the private shape builders and constants abo
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Callable
 from datetime import datetime
@@ -592,7 +593,7 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
     )
     # Part 5: each lineage member's seal of its parent and fork point ('' when it has
     # none: a session sealed before the binding).
-    member = sessions.alias("member")
+    owner = sessions.alias("owner")
     lineages = select(
         const(5),
         lin.c.fork_seq,
@@ -602,10 +603,10 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
         null(),
         null(),
         null(),
-        func.coalesce(member.c.lineage_seal, _text("")),
+        func.coalesce(owner.c.lineage_seal, _text("")),
         lin.c.parent_id,
         lin.c.fork_seq,
-    ).select_from(lin.join(member, member.c.id == lin.c.id))
+    ).select_from(lin.join(owner, owner.c.id == lin.c.id))
     return union_all(
         head,
         overlay.add_columns(*_NO_LINEAGE),
@@ -728,7 +729,8 @@ def lineage_records(
     with (``sealed_*`` columns, which it drops), and that store checks the records the
     filters trusted by :func:`lineage_structure`.
     """
-    args: tuple[Any, ...] = (
+    build = functools.partial(
+        _lineage_records,
         include_tombstoned,
         include_superseded,
         kinds,
@@ -741,11 +743,11 @@ def lineage_records(
         flavour == POSTGRES,
     )
     if sealed:
-        stmt = _lineage_records(*args, sealed=True)
+        stmt = build(sealed=True)
         filtered = not (include_tombstoned and include_superseded) or bool(kinds or roles)
         SEALED_LISTINGS[id(stmt)] = filtered
     else:
-        stmt = _lineage_records(*args)
+        stmt = build()
     params = _scope(session_id, namespace)
     if from_seq is not None:
         params["from_seq"] = from_seq

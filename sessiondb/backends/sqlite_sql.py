@@ -186,9 +186,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "FROM latest_compaction), 0) OR sessiondb_records.kind = 'tombstone') "
             "UNION ALL SELECT 5, lineage.fork_seq, NULL AS anon_3, lineage.id, NULL "
             "AS anon__3, NULL AS anon__4, NULL AS anon__5, NULL AS anon__6, "
-            "coalesce(member.lineage_seal, '') AS coalesce_1, lineage.parent_id, "
+            "coalesce(owner.lineage_seal, '') AS coalesce_1, lineage.parent_id, "
             "lineage.fork_seq AS fork_seq__1 \n"
-            "FROM lineage JOIN sessiondb_sessions AS member ON member.id = lineage.id"
+            "FROM lineage JOIN sessiondb_sessions AS owner ON owner.id = lineage.id"
         ),
         ("sid", "ns", "param_1"),
         {"sid": None, "ns": None, "param_1": 0},

@@ -60,35 +60,32 @@ async def build(store: SessionStore) -> Sessions:
     return Sessions(main, other, fork)
 
 
+R = "UPDATE sessiondb_records SET "
+S = "UPDATE sessiondb_sessions SET "
 # (name, the SQL, the session whose reads must fail); :main, :other, :fork are the ids.
 TAMPERING = [
-    ("tombstone retargeted", "UPDATE sessiondb_records SET target_seq = 5 WHERE kind = 'tombstone'", "main"),
-    ("compaction keeps less", "UPDATE sessiondb_records SET first_kept_seq = 6 WHERE kind = 'compaction'", "main"),
-    ("tombstone undone", "UPDATE sessiondb_records SET kind = 'entry' WHERE kind = 'tombstone'", "main"),
-    ("compaction undone", "UPDATE sessiondb_records SET kind = 'entry' WHERE kind = 'compaction'", "main"),
-    ("prune undone", "UPDATE sessiondb_records SET kind = 'entry' WHERE kind = 'prune'", "main"),
-    ("message hidden", "UPDATE sessiondb_records SET kind = 'entry' WHERE session_id = :main AND seq = 5", "main"),
-    ("role changed", "UPDATE sessiondb_records SET role = 'assistant' WHERE session_id = :main AND seq = 8", "main"),
+    ("tombstone retargeted", R + "target_seq = 5 WHERE kind = 'tombstone'", "main"),
+    ("compaction keeps less", R + "first_kept_seq = 6 WHERE kind = 'compaction'", "main"),
+    ("tombstone undone", R + "kind = 'entry' WHERE kind = 'tombstone'", "main"),
+    ("compaction undone", R + "kind = 'entry' WHERE kind = 'compaction'", "main"),
+    ("prune undone", R + "kind = 'entry' WHERE kind = 'prune'", "main"),
+    ("message hidden", R + "kind = 'entry' WHERE session_id = :main AND seq = 5", "main"),
+    ("role changed", R + "role = 'assistant' WHERE session_id = :main AND seq = 8", "main"),
     (
         "message made a tombstone",
-        "UPDATE sessiondb_records SET kind = 'tombstone', target_seq = 5, role = NULL "
-        "WHERE session_id = :main AND seq = 8",
+        R + "kind = 'tombstone', target_seq = 5, role = NULL WHERE session_id = :main AND seq = 8",
         "main",
     ),
     (
         "message made a compaction",
-        "UPDATE sessiondb_records SET kind = 'compaction', first_kept_seq = 8, role = NULL "
+        R + "kind = 'compaction', first_kept_seq = 8, role = NULL "
         "WHERE session_id = :main AND seq = 5",
         "main",
     ),
-    ("fork's parent swapped", "UPDATE sessiondb_sessions SET parent_id = :other WHERE id = :fork", "fork"),
-    ("fork point moved", "UPDATE sessiondb_sessions SET fork_seq = 3 WHERE id = :fork", "fork"),
-    (
-        "session made a fork",
-        "UPDATE sessiondb_sessions SET parent_id = :main, fork_seq = 2 WHERE id = :other",
-        "other",
-    ),
-]  # fmt: skip
+    ("fork's parent swapped", S + "parent_id = :other WHERE id = :fork", "fork"),
+    ("fork point moved", S + "fork_seq = 3 WHERE id = :fork", "fork"),
+    ("session made a fork", S + "parent_id = :main, fork_seq = 2 WHERE id = :other", "other"),
+]
 
 
 async def tamper(db_url: str, statement: str, ids: Sessions) -> None:
