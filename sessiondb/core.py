@@ -38,6 +38,7 @@ from .errors import (
     SessionDBError,
     SessionNotFoundError,
 )
+from .keyring import Keyring
 from .lazy import lazy_modules
 from .models import Message, Record, SessionInfo
 from .rows import (
@@ -47,7 +48,7 @@ from .rows import (
     records_from_rows,
     session_info,
 )
-from .sealing import Keyring, PlainGuard, SealedBackend
+from .sealing import PlainGuard, SealedBackend
 from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
 

@@ -36,25 +36,20 @@ then steps aside.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import crypto, shapes
-from .backends.base import Backend, IntegrityViolation, Row, Transaction, retrying
+from .backends.base import Backend, Row, Transaction, retrying
 from .errors import (
     ConfigurationError,
     DecryptionError,
     EncryptedNamespaceError,
     EncryptionError,
-    SessionDBError,
 )
+from .keyring import Keyring, UnknownKeyVersion
 from .lazy import lazy_modules
 
 if TYPE_CHECKING:  # imported when first used: SQLAlchemy's (start-up rule in sessiondb/cli.py)
@@ -67,175 +62,8 @@ else:
 
 T = TypeVar("T")
 
-# Seconds between re-reads of the key table: how soon a store sees a data key another
-# process added (``rotate_keys(reencrypt=True)``) and seals with it.
-KEYRING_REFRESH = 60.0
 # Optimistic appends tried before one that locks the head (a busy session's writers).
 OPTIMISTIC_TRIES = 3
-
-
-class UnknownKeyVersion(Exception):
-    """A value sealed by a data key version the keyring has not loaded (yet)."""
-
-
-class Keyring:
-    """One namespace's data keys, unwrapped, by version; the highest seals."""
-
-    def __init__(self, provider: crypto.KeyProvider, namespace: str) -> None:
-        if not isinstance(provider, crypto.KeyProvider):
-            raise ConfigurationError(
-                "encryption must be a sessiondb.crypto.KeyProvider (wrap, unwrap, "
-                f"current_key_id), got {type(provider).__name__}"
-            )
-        self.provider = provider
-        self.namespace = namespace
-        self.ciphers: dict[int, Any] = {}
-        self.current = 0
-        self.keys: dict[int, bytes] = {}
-        self.completed: dict[int, bool] = {}
-        self.master_key_ids: dict[int, str] = {}
-        #: Whether each data key binds its values' structure (wrapped with the bound
-        #: context: made by this release or later).
-        self.bound: dict[int, bool] = {}
-        self._wrapped: dict[int, str] = {}
-        self._loaded_at: float | None = None
-
-    async def ready(self, backend: Backend) -> None:
-        """Load the keys on first use and once every :data:`KEYRING_REFRESH` seconds;
-        make the namespace's first data key if it has none."""
-        if self._loaded_at is not None and time.monotonic() - self._loaded_at < KEYRING_REFRESH:
-            return
-        await self.load(backend)
-        if not self.ciphers:
-            await self._create(backend)
-
-    async def load(self, backend: Backend) -> None:
-        rows = await backend.fetch(shapes.data_keys_of(self.namespace))
-        for version, master_key_id, wrapped, completed_at in rows:
-            if self._wrapped.get(version) != wrapped:
-                key, self.bound[version] = await self.unwrap(version, master_key_id, wrapped)
-                self.ciphers[version] = crypto.aes_gcm(key)
-                self.keys[version] = key
-                self._wrapped[version] = wrapped
-            self.master_key_ids[version] = master_key_id
-            self.completed[version] = completed_at is not None
-        self.current = max(self.ciphers, default=0)
-        self._loaded_at = time.monotonic()
-
-    async def unwrap(self, version: int, master_key_id: str, wrapped: str) -> tuple[bytes, bool]:
-        """The data key of ``version`` and whether it is a bound one (tried first; a key
-        made before the structure binding opens with the other context)."""
-        try:
-            raw = base64.b64decode(wrapped, validate=True)
-        except (binascii.Error, ValueError):
-            raise DecryptionError(
-                f"namespace {self.namespace!r}: data key {version} is not base64 (tampered?)"
-            ) from None
-        what = f"namespace {self.namespace!r}: unwrapping data key {version}"
-        bound = True
-        try:
-            key = await _provider_call(
-                self.provider.unwrap(
-                    master_key_id, raw, crypto.wrap_context(self.namespace, version)
-                ),
-                what,
-            )
-        except DecryptionError:
-            bound = False
-            context = crypto.wrap_context(self.namespace, version, bound=False)
-            key = await _provider_call(self.provider.unwrap(master_key_id, raw, context), what)
-        if not isinstance(key, bytes) or len(key) != crypto.KEY_BYTES:
-            raise DecryptionError(
-                f"namespace {self.namespace!r}: the key provider gave data key {version} "
-                "back with the wrong length"
-            )
-        return key, bound
-
-    async def wrap(self, version: int, key: bytes) -> tuple[str, str]:
-        """``(master key id, wrapped text)`` of ``key`` under the provider's current key."""
-        master = self.provider.current_key_id
-        context = crypto.wrap_context(self.namespace, version, self.bound.get(version, True))
-        wrapped = await _provider_call(
-            self.provider.wrap(master, key, context),
-            f"namespace {self.namespace!r}: wrapping data key {version}",
-        )
-        return master, base64.b64encode(wrapped).decode("ascii")
-
-    async def _create(self, backend: Backend) -> None:
-        if await backend.fetch(q.any_session(self.namespace)):
-            raise EncryptedNamespaceError(
-                f"namespace {self.namespace!r} holds unencrypted sessions; encryption is "
-                "set per namespace when it is empty: export the sessions and import them "
-                "into a store opened with encryption="
-            )
-        await self.add_key(backend, 1, completed=True)
-
-    def wrapped(self, version: int) -> str:
-        return self._wrapped[version]
-
-    async def add_key(self, backend: Backend, version: int, *, completed: bool = False) -> None:
-        """Store a new data key of ``version`` (a racing store's key wins), then reload."""
-        key = crypto.new_data_key()
-        master, wrapped = await self.wrap(version, key)
-        at = datetime.now(UTC)
-        # Another store that made this version first wins: its key is used.
-        with contextlib.suppress(IntegrityViolation):
-            await backend.execute(
-                q.insert_data_key(self.namespace, version, master, wrapped, at, completed)
-            )
-        await self.load(backend)
-
-    def seal(self, text: str, context: bytes) -> str:
-        return crypto.seal(self.ciphers[self.current], self.current, text, context)
-
-    @property
-    def reads_unbound(self) -> bool:
-        """Whether a value bound to its place only (sealed before the structure binding)
-        still reads: until the namespace has a completed bound data key, that is until
-        ``rotate_keys(reencrypt=True)`` has moved every row to the binding."""
-        return not any(self.bound[v] and self.completed.get(v) for v in self.bound)
-
-    @property
-    def reads_unsealed_sessions(self) -> bool:
-        """Whether a session without ``lineage_seal`` reads: only in a namespace with no
-        bound data key at all (every session this release writes has one)."""
-        return not any(self.bound.values())
-
-    def open(self, text: str, context: bytes, unbound: bytes | None = None) -> str:
-        """The plaintext of ``text`` sealed with ``context``; ``unbound``: the associated
-        data the value had before the structure binding, tried for a value of an unbound
-        data key (see :attr:`reads_unbound`)."""
-        version = crypto.envelope_version(text)
-        if version is None:
-            raise DecryptionError(
-                "not sessiondb ciphertext (an unencrypted value in an encrypted namespace?)"
-            )
-        cipher = self.ciphers.get(version)
-        if cipher is None:
-            raise UnknownKeyVersion(version)
-        try:
-            return crypto.unseal(cipher, text, context)
-        except DecryptionError:
-            if unbound is None or self.bound.get(version, True):
-                raise
-            plain = crypto.unseal(cipher, text, unbound)  # raises as the first did
-            if self.reads_unbound:
-                return plain
-            raise DecryptionError(
-                f"sealed by data key {version} before records bound their structure, in a "
-                "namespace whose rows have all moved to the binding (a replayed value?); "
-                "run rotate_keys(reencrypt=True) to completion"
-            ) from None
-
-
-async def _provider_call(call: Any, what: str) -> Any:
-    """A key provider's coroutine; what it raises becomes an :class:`EncryptionError`."""
-    try:
-        return await call
-    except SessionDBError:
-        raise
-    except Exception as exc:
-        raise EncryptionError(f"{what}: the key provider failed: {exc!r}") from exc
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -488,11 +316,6 @@ def lineage_seal(keyring: Keyring, sid: str, parent_id: str | None, fork_seq: in
     return keyring.seal("", crypto.lineage_context(keyring.namespace, sid, parent_id, fork_seq))
 
 
-def record_context(namespace: str, row: Mapping[str, Any] | Any, sid: str, seq: int) -> bytes:
-    """The associated data of a record's payload, its structure read from ``row`` by name."""
-    return crypto.record_context(namespace, sid, seq, *(row[n] for n in STRUCTURE))
-
-
 def seal_table_rows(
     keyring: Keyring, table: Table, rows: Sequence[tuple[Any, ...]]
 ) -> list[tuple[Any, ...]]:
@@ -688,137 +511,6 @@ class _Opening(SealedTransaction):
     async def fetch(self, bound: q.Bound) -> list[Row]:
         sealed = seal_params(self._keyring, bound)
         return await self._backend._opened(sealed, self._inner.fetch)
-
-
-# -- rotation -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RotationReport:
-    """What :func:`rotate` did."""
-
-    #: Data keys now wrapped by the provider's current master key that were not before.
-    rewrapped: int
-    #: The data key that seals new values.
-    current_version: int
-    #: The master key every data key of the namespace is wrapped by now.
-    master_key_id: str
-    #: Records and sessions moved to the current data key by this run.
-    records_resealed: int = 0
-    sessions_resealed: int = 0
-
-
-async def rotate(backend: Backend, *, reencrypt: bool, batch: int = 500) -> RotationReport:
-    """Re-wrap the namespace's data keys under the provider's current master key; with
-    ``reencrypt``, also move every record and session to a new data key, ``batch`` rows
-    per short transaction (appends go on meanwhile; new ones are sealed by the new key
-    once their store has loaded it). An interrupted re-encryption resumes where the
-    data key it was moving rows to is not yet complete, instead of making another."""
-    if not isinstance(backend, SealedBackend):
-        raise EncryptionError("rotating keys needs a store opened with encryption=")
-    keyring, raw = backend.keyring, backend.primary_inner
-    await keyring.ready(raw)
-    await keyring.load(raw)
-    rewrapped = 0
-    target = keyring.provider.current_key_id
-    for version in sorted(keyring.keys):
-        if keyring.master_key_ids[version] == target:
-            continue
-        master, wrapped = await keyring.wrap(version, keyring.keys[version])
-        done = await raw.execute(
-            q.rewrap_data_key(keyring.namespace, version, master, wrapped, keyring.wrapped(version))
-        )
-        rewrapped += bool(done)
-    await keyring.load(raw)
-    report = RotationReport(rewrapped, keyring.current, target)
-    if not reencrypt:
-        return report
-    # A new key, unless an interrupted run left a bound one to finish (one made before
-    # the structure binding is not resumed: its rows may be bound to their place only).
-    if keyring.completed.get(keyring.current, True) or not keyring.bound[keyring.current]:
-        await keyring.add_key(raw, keyring.current + 1)
-    version = keyring.current
-    # Sessions first: their lineage seals are what a read of an upgraded namespace
-    # refuses to go without (Keyring.reads_unsealed_sessions).
-    sessions_done = await _reseal_sessions(backend, version, batch)
-    records_done = await _reseal_records(backend, version, batch)
-    await raw.execute(q.complete_data_key(keyring.namespace, version, datetime.now(UTC)))
-    return RotationReport(
-        rewrapped, version, target, records_resealed=records_done, sessions_resealed=sessions_done
-    )
-
-
-async def _reseal_records(backend: SealedBackend, version: int, batch: int) -> int:
-    keyring, raw, ns = backend.keyring, backend.primary_inner, backend.keyring.namespace
-    after: tuple[str, int] | None = None
-    moved = 0
-    while True:
-        rows = await raw.fetch(q.namespace_records(ns, after=after, limit=batch, sealed=True))
-        if not rows:
-            return moved
-        after = (rows[-1]["session_id"], int(rows[-1]["seq"]))
-        changes = []
-        for r in rows:
-            old = r["payload"]
-            if crypto.envelope_version(old) == version:  # a bound key: bound already
-                continue
-            sid, seq = r["session_id"], int(r["seq"])
-            context = crypto.record_context(
-                ns, sid, seq, r["kind"], *(r[f"sealed_{n}"] for n in STRUCTURE[1:])
-            )
-            unbound = crypto.row_context(ns, sid, "payload", seq)
-            plain = backend.opener.open_text(old, context, sid, seq, unbound)
-            new = crypto.seal(keyring.ciphers[version], version, plain, context)
-            changes.append(q.reseal_record(sid, seq, new, old))
-        if changes:
-            moved += await _apply(raw, changes)
-
-
-async def _reseal_sessions(backend: SealedBackend, version: int, batch: int) -> int:
-    keyring, raw, ns = backend.keyring, backend.primary_inner, backend.keyring.namespace
-    after: str | None = None
-    moved = 0
-    while True:
-        rows = await raw.fetch(q.session_texts(ns, after, batch))
-        if not rows:
-            return moved
-        after = rows[-1]["id"]
-        changes = []
-        for r in rows:
-            sid = r["id"]
-            old = {n: r[n] for n in q.RESEALED_SESSION_COLUMNS}
-            new = dict(old)
-            for column in q.SEALED_SESSION_COLUMNS:
-                text = old[column]
-                if text is not None and crypto.envelope_version(text) != version:
-                    context = crypto.row_context(ns, sid, column)
-                    plain = backend.opener.open_text(text, context, sid, None)
-                    new[column] = crypto.seal(keyring.ciphers[version], version, plain, context)
-            seal = old["lineage_seal"]
-            if seal is None or crypto.envelope_version(seal) != version:
-                # An unsealed lineage (written before the binding) is sealed as it stands.
-                context = crypto.lineage_context(ns, sid, r["parent_id"], r["fork_seq"])
-                if seal is not None:
-                    backend.opener.open_text(seal, context, sid, None)
-                new["lineage_seal"] = crypto.seal(keyring.ciphers[version], version, "", context)
-            if new != old:
-                changes.append(q.reseal_session(sid, ns, new, old))
-        if changes:
-            moved += await _apply(raw, changes)
-
-
-async def _apply(raw: Backend, changes: list[q.Bound]) -> int:
-    """Run the compare-and-set updates in one short transaction; how many matched (a
-    value changed meanwhile is left for the next run)."""
-
-    async def once() -> int:
-        done = 0
-        async with raw.transaction() as tx:
-            for bound in changes:
-                done += bool(await tx.fetch(bound))
-        return done
-
-    return await retrying(once)
 
 
 # -- a store without keys -----------------------------------------------------------------

@@ -606,7 +606,7 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
         func.coalesce(owner.c.lineage_seal, _text("")),
         lin.c.parent_id,
         lin.c.fork_seq,
-    ).select_from(lin.join(owner, owner.c.id == lin.c.id))
+    ).select_from(lin.join(owner, and_(owner.c.id == lin.c.id, owner.c.namespace == NS)))
     return union_all(
         head,
         overlay.add_columns(*_NO_LINEAGE),
@@ -663,7 +663,7 @@ def _member_seals(lin: CTE) -> Select[Any]:
         func.coalesce(member.c.lineage_seal, _text("")).label("sealed_lineage"),
         lin.c.parent_id.label("sealed_parent_id"),
         lin.c.fork_seq.label("sealed_fork_seq"),
-    ).select_from(lin.join(member, member.c.id == lin.c.id))
+    ).select_from(lin.join(member, and_(member.c.id == lin.c.id, member.c.namespace == NS)))
 
 
 @_shape

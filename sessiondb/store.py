@@ -35,8 +35,8 @@ from .models import (
     SessionInfo,
     SessionPage,
 )
+from .rotation import RotationReport, rotate
 from .rows import new_session_row, records_from_rows, session_info, session_page, utc
-from .sealing import RotationReport, rotate
 from .validation import (
     MAX_NAME_CHARS,
     bounded_text,

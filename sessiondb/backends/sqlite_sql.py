@@ -188,9 +188,10 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "AS anon__3, NULL AS anon__4, NULL AS anon__5, NULL AS anon__6, "
             "coalesce(owner.lineage_seal, '') AS coalesce_1, lineage.parent_id, "
             "lineage.fork_seq AS fork_seq__1 \n"
-            "FROM lineage JOIN sessiondb_sessions AS owner ON owner.id = lineage.id"
+            "FROM lineage JOIN sessiondb_sessions AS owner ON owner.id = lineage.id "
+            "AND owner.namespace = ?"
         ),
-        ("sid", "ns", "param_1"),
+        ("sid", "ns", "param_1", "ns"),
         {"sid": None, "ns": None, "param_1": 0},
     ),
     "_context_texts()": (
