@@ -10,6 +10,7 @@ import base64
 import binascii
 import contextlib
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -161,7 +162,7 @@ class Keyring:
         bound data key at all (every session this release writes has one)."""
         return not any(self.bound.values())
 
-    def open(self, text: str, context: bytes, unbound: bytes | None = None) -> str:
+    def open(self, text: str, context: bytes, unbound: Callable[[], bytes] | None = None) -> str:
         """The plaintext of ``text`` sealed with ``context``; ``unbound``: the associated
         data the value had before the structure binding, tried for a value of an unbound
         data key (see :attr:`reads_unbound`)."""
@@ -178,7 +179,7 @@ class Keyring:
         except DecryptionError:
             if unbound is None or self.bound.get(version, True):
                 raise
-            plain = crypto.unseal(cipher, text, unbound)  # raises as the first did
+            plain = crypto.unseal(cipher, text, unbound())  # raises as the first did
             if self.reads_unbound:
                 return plain
             raise DecryptionError(

@@ -4,6 +4,7 @@ key, bound to its structure (sessiondb.crypto)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -93,8 +94,13 @@ async def _reseal_records(backend: SealedBackend, version: int, batch: int) -> i
             context = crypto.record_context(
                 ns, sid, seq, r["kind"], *(r[f"sealed_{n}"] for n in STRUCTURE[1:])
             )
-            unbound = crypto.row_context(ns, sid, "payload", seq)
-            plain = backend.opener.open_text(old, context, sid, seq, unbound)
+            plain = backend.opener.open_text(
+                old,
+                context,
+                sid,
+                seq,
+                functools.partial(crypto.row_context, ns, sid, "payload", seq),
+            )
             new = crypto.seal(keyring.ciphers[version], version, plain, context)
             changes.append(q.reseal_record(sid, seq, new, old))
         if changes:

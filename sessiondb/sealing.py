@@ -36,6 +36,7 @@ then steps aside.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -210,8 +211,13 @@ class Opener:
             text = bytes(raw).decode("ascii", "replace") if as_bytes else raw
             kind, role, target, first_kept = (values[i] for i in shape.structure)
             context = crypto.record_context(ns, sid, seq, kind, role, target, first_kept)
-            unbound = crypto.row_context(ns, sid, "payload", seq)
-            plain = self._open(text, context, sid, seq, unbound)
+            plain = self._open(
+                text,
+                context,
+                sid,
+                seq,
+                functools.partial(crypto.row_context, ns, sid, "payload", seq),
+            )
             values[shape.payload] = plain.encode("utf-8", "surrogatepass") if as_bytes else plain
         if shape.lineage is not None:
             self._check_lineage(shape, params, values)
@@ -253,7 +259,12 @@ class Opener:
         self._open(seal, context, sid, None)
 
     def open_text(
-        self, text: str, context: bytes, sid: str, seq: int | None, unbound: bytes | None = None
+        self,
+        text: str,
+        context: bytes,
+        sid: str,
+        seq: int | None,
+        unbound: Callable[[], bytes] | None = None,
     ) -> str:
         """One sealed value's plaintext; a version the keyring lacks is a
         :class:`DecryptionError` here."""
@@ -266,7 +277,12 @@ class Opener:
             ) from None
 
     def _open(
-        self, text: str, context: bytes, sid: str, seq: int | None, unbound: bytes | None = None
+        self,
+        text: str,
+        context: bytes,
+        sid: str,
+        seq: int | None,
+        unbound: Callable[[], bytes] | None = None,
     ) -> str:
         try:
             return self.keyring.open(text, context, unbound)

@@ -74,6 +74,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
+from .kinds import KINDS
 from .shapes import POSTGRES as POSTGRES
 from .shapes import SHAPE_NAMES as SHAPE_NAMES
 from .shapes import SQLITE as SQLITE
@@ -587,7 +588,9 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
         select(const(4), records.c.seq, records.c.payload, *own, *_NO_LINEAGE)
         .select_from(records.join(lin, _in_lineage(lin)))
         .where(
-            records.c.kind != const("message"),
+            # By kind, not ``kind != 'message'``: a probe of the (session_id, kind, seq)
+            # index per kind instead of a read of every record of the lineage.
+            records.c.kind.in_([const(k) for k in KINDS if k != "message"]),
             or_(records.c.seq >= first_kept, records.c.kind == const("tombstone")),
         )
     )
