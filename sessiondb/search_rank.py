@@ -1,0 +1,190 @@
+"""SQLite's search rank: Postgres's ``ts_rank`` over a record's own text, so that a hit's
+rank depends on that record and the query alone, as on Postgres.
+
+FTS5's ``bm25`` weighs each word by statistics of the whole table (how many rows hold
+it, their average length), which every namespace's writes move: one tenant's rows
+changed another's ranks and their order, and counting the rows holding a word cost
+every query time that grew with the table. This rank reads nothing but the record's
+indexed text, as ``ts_rank`` reads nothing but the record's ``tsvector``.
+
+The SQLite backend registers :func:`rank` as the SQL function :data:`FUNCTION` on each
+connection; the search statement calls it with the FTS5 row's ``body`` and ``thinking``
+and the query as :func:`rank_query` wrote it. Plain functions over plain values; no I/O.
+
+It follows ``ts_rank`` (PostgreSQL's ``tsrank.c``, normalization 0) with the weights the
+Postgres side passes (text 1.0, thinking 0.3):
+
+- a single word, a prefix or an ``OR`` of terms: for each query word, for each distinct
+  word of the record it matches, its occurrences in position order ``j = 1, 2, …``
+  summed as ``weight / j²`` and divided by ``π²/6``; the sum over words divided by the
+  number of distinct query words;
+- several groups, an exclusion or a phrase (an ``AND``): every pair of occurrences of
+  two distinct query words, ``sqrt(w₁ · w₂ · 1 / (1.005 + 0.05 · exp(d / 1.5 - 2)))``
+  for words ``d`` apart (``d`` ≤ 100), combined as ``1 - ∏(1 - x)``; a record with no
+  such pair ranks as Postgres ranks it, at about ``1e-15`` (words over 100 apart) or
+  ``1e-20`` (one word of the query only).
+
+The record's words are its indexed text split on spaces and lowered, numbered from 1,
+the thinking's after the text's; as in a ``tsvector``, a position past 16383 counts as
+16383 and a word keeps its first 256 positions. The rank is rounded to a 4-byte float,
+as ``ts_rank``'s ``real``. Both backends then give a record the same rank, but where
+their tokenizers split a word differently (rare: both see the same runs of letters and
+digits, :mod:`sessiondb.search_text`).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from bisect import bisect_left, bisect_right
+from functools import lru_cache
+
+from .search_query import Query
+
+#: The SQL function's name on SQLite connections.
+FUNCTION = "sessiondb_rank"
+#: Its arguments: the FTS5 row's ``body`` and ``thinking``, and :func:`rank_query`'s text.
+ARGUMENTS = 3
+
+# ts_rank's weights as the Postgres side passes them: the text (D) 1.0, thinking (A) 0.3.
+TEXT_WEIGHT, THINKING_WEIGHT = 1.0, 0.3
+# tsvector's limits: the largest position, and the positions one word keeps.
+_MAX_POSITION = 16383
+_MAX_POSITIONS = 256
+# π²/6, the limit of the sum of 1/j², as tsrank.c writes it.
+_ZETA_2 = 1.64493406685
+# Words further apart than this pair at a weight of 1e-30 (tsrank.c's word_distance).
+_NEAR = 100
+_FAR = 1e-30
+# What ts_rank gives a record that none of the pairs of an AND ranks (res < 0).
+_NONE = 1e-20
+
+_FLOAT4 = struct.Struct("f")
+
+# An occurrence: (position, weight).
+Positions = list[tuple[int, float]]
+
+
+def rank_query(query: Query) -> str:
+    """The text :func:`rank` is given for ``query``: ``&`` when Postgres ranks its
+    ``to_tsquery`` as an AND (several groups, an exclusion, or one phrase alone), ``|``
+    otherwise; then the query's distinct words, each with ``*`` when a prefix, one a
+    line. Postgres's ``to_tsquery`` text (:func:`search_query.to_tsquery`) has the same
+    words and top operator."""
+    terms = [*query.terms(), *query.excluded]  # Postgres ranks an excluded word too
+    single = len(query.groups) == 1 and not query.excluded
+    conjunction = not single or (len(query.groups[0]) == 1 and len(query.groups[0][0].words) > 1)
+    words: set[tuple[str, bool]] = set()
+    for term in terms:
+        last = len(term.words) - 1
+        for i, word in enumerate(term.words):
+            words.add((word.lower(), term.prefix and i == last))
+    # Sorted as Postgres sorts a query's operands (by the bytes of the word).
+    ordered = sorted(words, key=lambda w: (_bytes(w[0]), w[1]))
+    lines = [w + ("*" if prefix else "") for w, prefix in ordered]
+    return "\n".join(["&" if conjunction else "|", *lines])
+
+
+@lru_cache(maxsize=256)
+def _read(query: str) -> tuple[bool, tuple[tuple[str, bool], ...]]:
+    op, *lines = query.split("\n")
+    return op == "&", tuple((w[:-1], True) if w.endswith("*") else (w, False) for w in lines)
+
+
+def _bytes(word: str) -> bytes:
+    return word.encode("utf-8", "surrogatepass")
+
+
+def _float4(value: float) -> float:
+    """``value`` as a 4-byte float, ``ts_rank``'s ``real``, read back."""
+    converted: float = _FLOAT4.unpack(_FLOAT4.pack(value))[0]
+    return converted
+
+
+def _occurrences(
+    body: str | None, thinking: str | None, items: tuple[tuple[str, bool], ...]
+) -> list[list[Positions]]:
+    """For each query word of ``items``, the positions of each distinct record word it
+    matches (in the order of the record words' first occurrence)."""
+    found: dict[str, Positions] = {}
+    exact = {w for w, prefix in items if not prefix}
+    prefixes = tuple(w for w, prefix in items if prefix)
+    offset = 0
+    for text, weight in ((body, TEXT_WEIGHT), (thinking, THINKING_WEIGHT)):
+        if not text:
+            continue
+        tokens = text.lower().split()
+        for i, token in enumerate(tokens):
+            if token in exact or (prefixes and token.startswith(prefixes)):
+                positions = found.setdefault(token, [])
+                position = min(offset + i + 1, _MAX_POSITION)
+                if len(positions) < _MAX_POSITIONS and (
+                    not positions or positions[-1][0] != position
+                ):
+                    positions.append((position, weight))
+        offset = min(offset + len(tokens), _MAX_POSITION)
+    result: list[list[Positions]] = []
+    for word, prefix in items:
+        if prefix:
+            # In the order of a tsvector's words: by their bytes.
+            matched = sorted((w for w in found if w.startswith(word)), key=_bytes)
+            result.append([found[w] for w in matched])
+        else:
+            result.append([found[word]] if word in found else [])
+    return result
+
+
+def _rank_or(entries: list[list[Positions]]) -> float:
+    res = 0.0
+    for item in entries:
+        for positions in item:
+            resj, wjm, jm = 0.0, -1.0, 0
+            for j, (_, weight) in enumerate(positions):
+                resj += weight / ((j + 1) * (j + 1))
+                if weight > wjm:
+                    wjm, jm = weight, j
+            res += (wjm + resj - wjm / ((jm + 1) * (jm + 1))) / _ZETA_2
+    return res / len(entries) if entries else 0.0
+
+
+def _rank_and(entries: list[list[Positions]]) -> float:
+    res = -1.0
+    far = False
+    seen: list[Positions | None] = [None] * len(entries)
+    for i, item in enumerate(entries):
+        for positions in item:
+            seen[i] = positions
+            for k in range(i):
+                other = seen[k]
+                if other is None:
+                    continue
+                far = True
+                at = [p for p, _ in other]
+                for position, weight in positions:
+                    lo = bisect_left(at, position - _NEAR)
+                    hi = bisect_right(at, position + _NEAR)
+                    for p, w in other[lo:hi]:
+                        dist = abs(position - p)
+                        if dist:
+                            near = 1.0 / (1.005 + 0.05 * math.exp(dist / 1.5 - 2))
+                            cur = math.sqrt(weight * w * near)
+                            res = cur if res < 0 else 1.0 - (1.0 - res) * (1.0 - cur)
+    if res < 0 and far:
+        # Only pairs further apart than _NEAR: each weighs sqrt(w₁ · w₂ · 1e-30), below
+        # what a 4-byte float adds to the first, which ts_rank keeps.
+        res = math.sqrt(_FAR)
+    return res
+
+
+def rank(body: str | None, thinking: str | None, query: str) -> float:
+    """``ts_rank`` of a record whose indexed text is ``body`` and ``thinking`` for the
+    query :func:`rank_query` wrote (see the module's description)."""
+    conjunction, items = _read(query)
+    if not body and not thinking:
+        return 0.0
+    entries = _occurrences(body, thinking, items)
+    if conjunction and len(items) >= 2:
+        res = _rank_and(entries)
+    else:
+        res = _rank_or(entries)
+    return _float4(res if res >= 0 else _NONE)
