@@ -22,14 +22,17 @@ Postgres side passes (text 1.0, thinking 0.3):
   two distinct query words, ``sqrt(w₁ · w₂ · 1 / (1.005 + 0.05 · exp(d / 1.5 - 2)))``
   for words ``d`` apart (``d`` ≤ 100), combined as ``1 - ∏(1 - x)``; a record with no
   such pair ranks as Postgres ranks it, at about ``1e-15`` (words over 100 apart) or
-  ``1e-20`` (one word of the query only).
+  ``1e-20`` (one word of the query only: so every hit of a query with an exclusion,
+  whose excluded word is a query word no hit holds, ranks ``1e-20`` on both backends).
 
 The record's words are its indexed text split on spaces and lowered, numbered from 1,
 the thinking's after the text's; as in a ``tsvector``, a position past 16383 counts as
 16383 and a word keeps its first 256 positions. The rank is rounded to a 4-byte float,
 as ``ts_rank``'s ``real``. Both backends then give a record the same rank, but where
 their tokenizers split a word differently (rare: both see the same runs of letters and
-digits, :mod:`sessiondb.search_text`).
+digits, :mod:`sessiondb.search_text`), and for a query that gives one word both whole
+and as a prefix (``night night*``: Postgres ranks by one of the two, which one
+depending on how its sort of the query's words ran; here the last given).
 """
 
 from __future__ import annotations
@@ -74,13 +77,15 @@ def rank_query(query: Query) -> str:
     terms = [*query.terms(), *query.excluded]  # Postgres ranks an excluded word too
     single = len(query.groups) == 1 and not query.excluded
     conjunction = not single or (len(query.groups[0]) == 1 and len(query.groups[0][0].words) > 1)
-    words: set[tuple[str, bool]] = set()
+    # A word given twice is one operand, as Postgres makes it (the last given wins, as
+    # its sort of a few operands keeps it, whether a prefix or whole).
+    words: dict[str, bool] = {}
     for term in terms:
         last = len(term.words) - 1
         for i, word in enumerate(term.words):
-            words.add((word.lower(), term.prefix and i == last))
+            words[word.lower()] = term.prefix and i == last
     # Sorted as Postgres sorts a query's operands (by the bytes of the word).
-    ordered = sorted(words, key=lambda w: (_bytes(w[0]), w[1]))
+    ordered = sorted(words.items(), key=lambda w: _bytes(w[0]))
     lines = [w + ("*" if prefix else "") for w, prefix in ordered]
     return "\n".join(["&" if conjunction else "|", *lines])
 
@@ -147,9 +152,23 @@ def _rank_or(entries: list[list[Positions]]) -> float:
     return res / len(entries) if entries else 0.0
 
 
+def _closeness(dist: int) -> float:
+    """tsrank.c's ``word_distance``."""
+    return _FAR if dist > _NEAR else 1.0 / (1.005 + 0.05 * math.exp(dist / 1.5 - 2))
+
+
+def _first_pair(positions: Positions, other: Positions) -> float | None:
+    """What the first pair ts_rank meets between two words' occurrences weighs."""
+    for position, weight in positions:
+        for p, w in other:
+            if position != p:
+                return math.sqrt(weight * w * _closeness(abs(position - p)))
+    return None
+
+
 def _rank_and(entries: list[list[Positions]]) -> float:
     res = -1.0
-    far = False
+    first: float | None = None
     seen: list[Positions | None] = [None] * len(entries)
     for i, item in enumerate(entries):
         for positions in item:
@@ -158,21 +177,21 @@ def _rank_and(entries: list[list[Positions]]) -> float:
                 other = seen[k]
                 if other is None:
                     continue
-                far = True
+                if first is None:
+                    first = _first_pair(positions, other)
+                # Only the pairs at most _NEAR apart: one further apart weighs
+                # sqrt(w1 * w2 * 1e-30), below what a 4-byte float adds to a rank; it
+                # counts alone only as the first pair of a record that has no other.
                 at = [p for p, _ in other]
                 for position, weight in positions:
                     lo = bisect_left(at, position - _NEAR)
                     hi = bisect_right(at, position + _NEAR)
                     for p, w in other[lo:hi]:
-                        dist = abs(position - p)
-                        if dist:
-                            near = 1.0 / (1.005 + 0.05 * math.exp(dist / 1.5 - 2))
-                            cur = math.sqrt(weight * w * near)
+                        if p != position:
+                            cur = math.sqrt(weight * w * _closeness(abs(position - p)))
                             res = cur if res < 0 else 1.0 - (1.0 - res) * (1.0 - cur)
-    if res < 0 and far:
-        # Only pairs further apart than _NEAR: each weighs sqrt(w₁ · w₂ · 1e-30), below
-        # what a 4-byte float adds to the first, which ts_rank keeps.
-        res = math.sqrt(_FAR)
+    if res < 0 and first is not None:
+        res = first
     return res
 
 
@@ -183,8 +202,6 @@ def rank(body: str | None, thinking: str | None, query: str) -> float:
     if not body and not thinking:
         return 0.0
     entries = _occurrences(body, thinking, items)
-    if conjunction and len(items) >= 2:
-        res = _rank_and(entries)
-    else:
-        res = _rank_or(entries)
+    # An AND of one distinct word is ranked as an OR (as tsrank.c does).
+    res = _rank_and(entries) if conjunction and len(items) >= 2 else _rank_or(entries)
     return _float4(res if res >= 0 else _NONE)

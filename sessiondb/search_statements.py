@@ -5,13 +5,13 @@ enough already; the appends that fill the index are there.
 One statement finds a page of hits with the payloads their snippets are made from:
 Postgres matches ``search @@ to_tsquery(…)`` through the GIN index and ranks by
 ``ts_rank``; SQLite matches the FTS5 table and ranks by the same ``ts_rank`` of the
-record's own text (:mod:`sessiondb.search_rank`): a rank depends on the record and
-the query alone, never on other rows (bm25's statistics of the whole table, which
-every namespace's writes moved). Only a window of the matches is ranked: the newest ``window`` that pass every
-filter (Postgres: by ``(created_at, session_id, seq)``, through the partial index of
-revision 0008; SQLite: by rowid, the order FTS5 keeps its matches in), or those between
-the bounds a cursor carries. The page is keyset-paginated on ``(rank DESC, session_id,
-seq)`` within that window.
+record's own text (:mod:`sessiondb.search_rank`): a rank depends on the record and the
+query alone, never on other rows (bm25's statistics of the whole table, which every
+namespace's writes moved). Only a window of the matches is ranked: the newest
+``window`` that pass every filter (Postgres: by ``(created_at, session_id, seq)``,
+through the partial index of revision 0008; SQLite: by rowid, the order FTS5 keeps its
+matches in), or those between the bounds a cursor carries. The page is
+keyset-paginated on ``(rank DESC, session_id, seq)`` within that window.
 """
 
 from __future__ import annotations
