@@ -260,6 +260,9 @@ def rank(body: str | None, thinking: str | None, query: str) -> float:
     """``ts_rank`` of a record whose indexed text is ``body`` and ``thinking`` for the
     query :func:`rank_query` wrote (see the module's description)."""
     conjunction, items = _read(query)
+    # Text, as sessiondb writes the index; anything else (a row written by SQL) as none.
+    body = body if type(body) is str else None
+    thinking = thinking if type(thinking) is str else None
     if not body and not thinking:
         return 0.0
     or_ranked = not conjunction or len(items) < 2
