@@ -294,8 +294,8 @@ class SearchHit(BaseModel):
 
     ``snippet`` is plain text cut from the record, never escaped and with no markup;
     ``spans`` are the ``[start, end)`` offsets in it of the words the query matched.
-    ``rank``: higher is better, on a scale of the backend's own (Postgres ``ts_rank``,
-    SQLite's negated ``bm25``).
+    ``rank``: higher is better; Postgres's ``ts_rank`` of the record's own text on both
+    backends (:mod:`sessiondb.search_rank` on SQLite), so another record never moves it.
     """
 
     model_config = ConfigDict(frozen=True, defer_build=True)

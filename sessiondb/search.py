@@ -38,6 +38,7 @@ from .ids import check_session_id
 from .models import INSTANCE_DICT, MadeWhenUsed, Role, SearchHit, SearchPage, trusted
 from .rows import utc
 from .search_query import Query, parse, snippets, to_fts5, to_tsquery
+from .search_rank import rank_query
 from .search_text import MAX_INDEXED_CHARS, payload_text
 from .validation import strict_int
 
@@ -215,11 +216,13 @@ _del_source = _SOURCE.__delete__
 @lru_cache(maxsize=256)
 def _written(
     query: Query, thinking: bool, postgres: bool
-) -> tuple[str, Callable[[str, int], tuple[str, tuple[tuple[int, int], ...]]]]:
-    """The query in the backend's syntax, and its snippet cutter: made once for a query
-    a service asks again and again (~3 µs of every search)."""
-    rendered = to_tsquery(query, thinking) if postgres else to_fts5(query, thinking)
-    return rendered, snippets(query)
+) -> tuple[str, str, Callable[[str, int], tuple[str, tuple[tuple[int, int], ...]]]]:
+    """The query in the backend's syntax, as SQLite's rank reads it (empty on Postgres),
+    and its snippet cutter: made once for a query a service asks again and again (~3 µs
+    of every search)."""
+    if postgres:
+        return to_tsquery(query, thinking), "", snippets(query)
+    return to_fts5(query, thinking), rank_query(query), snippets(query)
 
 
 def _best(row: Sequence[Any]) -> tuple[float, str, int]:
@@ -381,7 +384,7 @@ async def search(
     postgres = core.flavour == q.POSTGRES
     after, bounds = _decode(cursor, mark, postgres) if cursor is not None else (None, None)
     window = WINDOW if after is None else LATER_PAGE_SLACK * WINDOW
-    rendered, cut_snippet = _written(parsed, thinking, postgres)
+    rendered, ranked, cut_snippet = _written(parsed, thinking, postgres)
     # A common word's window is read newest first; a session's lineage, small beside the
     # table, is always searched through the GIN index (the plan it had before windows).
     common = postgres and session_id is None and newest_first(await _statistics(core), parsed)
@@ -399,6 +402,7 @@ async def search(
         bounds=bounds,
         hidden=hidden,
         common=common,
+        rank_query=ranked,
     )
     # Read by position (sq.search's columns), as plain tuples on SQLite.
     rows = await core.backend.fetch(bound, plain=True)

@@ -4,12 +4,14 @@ enough already; the appends that fill the index are there.
 
 One statement finds a page of hits with the payloads their snippets are made from:
 Postgres matches ``search @@ to_tsquery(…)`` through the GIN index and ranks by
-``ts_rank``; SQLite matches the FTS5 table and ranks by ``bm25`` (negated: higher is
-better). Only a window of the matches is ranked: the newest ``window`` that pass every
-filter (Postgres: by ``(created_at, session_id, seq)``, through the partial index of
-revision 0008; SQLite: by rowid, the order FTS5 keeps its matches in), or those between
-the bounds a cursor carries. The page is keyset-paginated on ``(rank DESC, session_id,
-seq)`` within that window.
+``ts_rank``; SQLite matches the FTS5 table and ranks by the same ``ts_rank`` of the
+record's own text (:mod:`sessiondb.search_rank`): a rank depends on the record and the
+query alone, never on other rows (bm25's statistics of the whole table, which every
+namespace's writes moved). Only a window of the matches is ranked: the newest
+``window`` that pass every filter (Postgres: by ``(created_at, session_id, seq)``,
+through the partial index of revision 0008; SQLite: by rowid, the order FTS5 keeps its
+matches in), or those between the bounds a cursor carries. The page is
+keyset-paginated on ``(rank DESC, session_id, seq)`` within that window.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSON, REGCONFIG
 
 from .rows import utc
+from .search_rank import FUNCTION as SQLITE_RANK
 from .statements import NS, POSTGRES, Bound, const, lineage, list_param
 from .tables import SEARCH, Id, UTCDateTime, records, sessions
 
@@ -54,8 +57,6 @@ from .tables import SEARCH, Id, UTCDateTime, records, sessions
 RECENT_INDEX = "ix_sessiondb_records_created_at_session_id_seq"
 # ts_rank's weights, {D, C, B, A}: the text (D) counts fully, thinking (A) less.
 _PG_WEIGHTS = "CAST('{1.0, 0.3, 0.3, 0.3}' AS real[])"
-# bm25's weights per FTS5 column: body, thinking.
-_BM25 = (1.0, 0.3)
 
 
 def search(
@@ -73,6 +74,7 @@ def search(
     bounds: Window | None = None,
     hidden: bool = False,
     common: bool = False,
+    rank_query: str = "",
 ) -> Bound:
     """A page of up to ``limit`` hits: rows ``(session_id, seq, kind, role, created_at,
     payload, rank, matches, oldest, newest)``, the last three the window's (see
@@ -87,7 +89,8 @@ def search(
     fork's inherited records included), tombstones and prunes along it applied.
     ``after``: the ``(rank, session_id, seq)`` of the last hit of the previous page.
     ``bounds``: only matches between these keys (a cursor's window), both included.
-    ``hidden``: tombstoned and pruned records too. ``common`` (Postgres): the query
+    ``hidden``: tombstoned and pruned records too. ``rank_query`` (SQLite): the query
+    as :func:`search_rank.rank_query` writes it, which ranks. ``common`` (Postgres): the query
     matches many records; its window is read newest first from the recency index, each
     record checked against the query, instead of from the GIN index (the same rows).
     """
@@ -95,6 +98,8 @@ def search(
     params: dict[str, Any] = {"ns": namespace, "query": query, "limit": limit, "window": window}
     if postgres:
         params["search_config"] = search_config
+    else:
+        params["rank_query"] = rank_query
     if session_id is not None:
         params["sid"] = session_id
     if roles is not None:
@@ -216,9 +221,10 @@ def _search(
         source: Any = r
         key: list[ColumnElement[Any]] = [r.c.created_at, r.c.session_id, r.c.seq]
     else:
-        fts = table(SEARCH, column("rowid"))
-        weights: list[ColumnElement[Any]] = [literal_column(repr(w)) for w in _BM25]
-        sqlite_rank = -func.bm25(literal_column(SEARCH), *weights, type_=Float())
+        fts = table(SEARCH, column("rowid"), column("body"), column("thinking"))
+        sqlite_rank = getattr(func, SQLITE_RANK)(
+            fts.c.body, fts.c.thinking, bindparam("rank_query", type_=Text()), type_=Float()
+        )
         matched = literal_column(SEARCH).op("MATCH")(query)
         source = fts.join(r, literal_column("r.rowid") == fts.c.rowid)
         key = [fts.c.rowid]
@@ -354,8 +360,9 @@ def _search(
         )  # fmt: skip
         sid, seq = w.c.session_id, w.c.seq
     else:
-        # bm25 in the window's own SELECT (FTS5 ranks the rows of its MATCH), computed
-        # for the rows the window keeps only; the payloads read for the page's rows only.
+        # Ranked in the window's own SELECT, for the rows the window keeps only (the
+        # text read from the FTS5 row the match is on); the payloads read for the
+        # page's rows only.
         inner = (
             select(key[0].label("k"), r.c.session_id, r.c.seq, sqlite_rank.label("rank"))
             .select_from(source)
@@ -371,13 +378,6 @@ def _search(
     if has_after:
         after_rank: ColumnElement[Any] = bindparam("after_rank", type_=Float())
         after_key = (bindparam("after_sid", type_=Id), bindparam("after_seq", type_=BigInteger()))
-        if not postgres:
-            # bm25 weighs a word by the whole table's statistics, which every write moves,
-            # so a rank is not what it was on the previous page (ts_rank reads the record
-            # alone): the last hit's rank as it is now, the same change as its neighbours'
-            # (ties stay tied), or as it was if the record has gone since.
-            now = select(rank).where(sid == after_key[0], seq == after_key[1])
-            after_rank = func.coalesce(now.scalar_subquery(), after_rank)
         where.append(
             or_(
                 rank < after_rank,

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import search_rank
 from ..config import Settings
 from ..errors import (
     BusyError,
@@ -93,6 +94,11 @@ def connect(path: str, *, memory: bool = False) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row  # columns by name, like asyncpg's records
+        # Search's rank: Postgres's ts_rank of a record's own text (not FTS5's bm25,
+        # whose statistics of the whole table let one namespace's rows move another's).
+        conn.create_function(
+            search_rank.FUNCTION, search_rank.ARGUMENTS, search_rank.rank, deterministic=True
+        )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
         if not memory:

@@ -130,6 +130,62 @@ async def test_namespaces_do_not_see_each_other(store_url: str) -> None:
             await a.search("secretword", session_id=sb)
 
 
+async def test_ranks_and_order_are_decided_by_the_namespaces_own_rows(store_url: str) -> None:
+    # A tenant must not learn what another writes from its own search results: with
+    # bm25 over one FTS5 table shared by every namespace, alpha's rows moved beta's
+    # ranks (3.476 to 0.000001 for "nightingale") and could reorder beta's hits.
+    if store_url == ":memory:":
+        pytest.skip("two stores need one database")
+    async with (
+        SessionStore.open(store_url, namespace="alpha") as alpha,
+        SessionStore.open(store_url, namespace="beta") as beta,
+    ):
+        await _session(beta, [user("project nightingale merger filler")])
+        await _session(beta, [user(f"unrelated filler {i}") for i in range(6)])
+        await _session(
+            beta,
+            [
+                user("nightingale nightingale, the merger of the nightingale deal"),
+                assistant("a long reply " + "word " * 40 + "about the nightingale merger"),
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "nightingale merger in my head"},
+                        {"type": "text", "text": "nightingale"},
+                    ],
+                },
+            ],
+        )
+        queries: list[tuple[str, dict[str, Any]]] = [
+            ("nightingale", {}),
+            ("nightingale", {"thinking": True}),
+            ("nightingale merger", {}),
+            ("merger OR deal", {}),
+            ('"nightingale merger"', {}),
+            ("nighting*", {"limit": 2}),
+        ]
+
+        async def ranked() -> list[list[tuple[str, int, float]]]:
+            pages = []
+            for query, options in queries:
+                page = await beta.search(query, **options)
+                hits = [(h.session_id, h.seq, h.rank) for h in page.hits]
+                while page.next_cursor is not None:
+                    page = await beta.search(query, cursor=page.next_cursor, **options)
+                    hits += [(h.session_id, h.seq, h.rank) for h in page.hits]
+                pages.append(hits)
+            return pages
+
+        before = await ranked()
+        assert all(before) and all(rank > 0 for hits in before for _, _, rank in hits)
+        for i in range(40):
+            await _session(alpha, [user(f"the nightingale deal closes {i}")])
+        # Long records too: a corpus statistic of length would move with them.
+        await _session(alpha, [user("nightingale merger " + "padding " * 500)])
+        assert await ranked() == before
+        assert len((await alpha.search("nightingale", limit=50)).hits) == 41
+
+
 async def test_a_fork_finds_its_inherited_records_up_to_the_fork_point(store: SessionStore) -> None:
     parent = await _session(store, [user("lineage one"), assistant("lineage two")])
     child = (await store.fork(parent)).id

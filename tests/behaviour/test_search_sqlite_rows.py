@@ -72,3 +72,20 @@ async def test_a_rowid_given_again_after_a_delete_indexes_the_new_record(
     assert [h.session_id for h in (await store.search("doomed")).hits] == []
     assert {h.session_id for h in (await store.search("reborn")).hits} == {again}
     assert [h.session_id for h in (await store.search("ocelot")).hits] == [ids[0]]
+
+
+async def test_an_index_row_of_no_text_ranks_nothing_and_fails_no_search(
+    store: SessionStore,
+) -> None:
+    # The rank is computed in Python over the FTS5 row's text: a row changed by SQL to
+    # hold a blob or a number must not turn a search into a driver error.
+    sid = (await store.create_session()).id
+    await store.append(sid, [user("blobword one"), user("blobword two")])
+    rowids = [r[0] for r in await sql.fetch(store, f"SELECT rowid FROM {SEARCH} ORDER BY rowid")]
+    await sql.execute(
+        store, f"UPDATE {SEARCH} SET thinking = x'626c6f62776f7264' WHERE rowid = :r", r=rowids[0]
+    )
+    await sql.execute(store, f"UPDATE {SEARCH} SET thinking = 7 WHERE rowid = :r", r=rowids[1])
+    page = await store.search("blobword", thinking=True)
+    assert sorted(h.seq for h in page.hits) == [1, 2]
+    assert [h.rank for h in page.hits] == [pytest.approx(1 / 1.64493406685)] * 2
