@@ -7,6 +7,8 @@ streams, all ``GET``; nothing writes.
 ``/s/<id>``                a session's transcript, its last page (``?at=N``: the page
                            holding seq N), followed live by its script
 ``/s/<id>/events``         server-sent events: the page's changes (``from_seq``, ``at``)
+``/s/<id>/r/<seq>``        one record whole, as plain text (a page cuts a record past
+                           its share of the page's bytes, and links here)
 ``/search?q=``             search (``cursor``, ``session``): ``store.search``
 ``/static/viewer.js|css``  the script and the style sheet, from the package
 =========================  ==========================================================
@@ -107,6 +109,7 @@ def create_app(
         Route("/events", viewer.list_events),
         Route("/s/{session_id}", viewer.session),
         Route("/s/{session_id}/events", viewer.events),
+        Route("/s/{session_id}/r/{seq}", viewer.record_text),
         Route("/search", viewer.search),
         Route("/static/viewer.js", _script),
         Route("/static/viewer.css", _style),
@@ -198,6 +201,24 @@ class _Viewer:
             return pages.transcript_page(transcript)
 
         return HTMLResponse(await asyncio.to_thread(render))
+
+    async def record_text(self, request: Request) -> Response:
+        """One record whole, as ``text/plain`` (what a page cut shows in full): bounded
+        by the store's record limit, not by the page."""
+        session_id = request.path_params["session_id"]
+        check_session_id(session_id)
+        seq_text = request.path_params["seq"]
+        if not _SEQ.fullmatch(seq_text):
+            raise InvalidInputError(f"a record's seq is an integer >= 0: {brief(seq_text)}")
+        seq = int(seq_text)
+        await self.store.get_session(session_id)  # a missing session is a 404
+        found = await self.store.records(
+            session_id, include_tombstoned=True, from_seq=seq, to_seq=seq
+        )
+        if not found:
+            raise NotFoundError(f"session {session_id} has no record #{seq}")
+        body = await asyncio.to_thread(pages.record_text, StoredRecord.of(found[0]))
+        return Response(body, media_type="text/plain; charset=utf-8")
 
     async def events(self, request: Request) -> Response:
         """The transcript's changes after ``from_seq`` (or the ``Last-Event-ID`` a
