@@ -307,6 +307,29 @@ def error_page(status: int, message: str) -> str:
     )
 
 
+def keeps(window: range | None, r: StoredRecord) -> bool:
+    """Whether ``r`` changes what the page ``window`` shows (``None``: the whole
+    session): a record of it, an overlay aimed at it, a tool result within
+    :data:`LOOKAHEAD` after it."""
+    if window is None or r.seq in window:
+        return True
+    if r.seq < window.start:
+        return False
+    if r.kind == "tombstone":
+        target = r.data.get("targetSeq")
+        return isinstance(target, int) and target in window
+    if r.kind == "prune":
+        return any(isinstance(s, int) and s in window for s in r.data.get("seqs") or ())
+    if r.kind == "compaction":
+        first = r.data.get("firstKeptSeq")
+        return isinstance(first, int) and first > window.start
+    return (
+        r.kind == "message"
+        and r.seq < window.stop + LOOKAHEAD
+        and r.data.get("role") == "toolResult"
+    )
+
+
 class LiveTranscript:
     """The transcript a browser shows, kept in step with the session: :meth:`advance`
     adds records and returns the changes to make to the page (as items keyed like
@@ -337,25 +360,7 @@ class LiveTranscript:
         return self.last
 
     def _keeps(self, r: StoredRecord) -> bool:
-        """Whether ``r`` changes what the window shows."""
-        window = self.window
-        if window is None or r.seq in window:
-            return True
-        if r.seq < window.start:
-            return False
-        if r.kind == "tombstone":
-            target = r.data.get("targetSeq")
-            return isinstance(target, int) and target in window
-        if r.kind == "prune":
-            return any(isinstance(s, int) and s in window for s in r.data.get("seqs") or ())
-        if r.kind == "compaction":
-            first = r.data.get("firstKeptSeq")
-            return isinstance(first, int) and first > window.start
-        return (
-            r.kind == "message"
-            and r.seq < window.stop + LOOKAHEAD
-            and r.data.get("role") == "toolResult"
-        )
+        return keeps(self.window, r)
 
     def _render(self) -> tuple[dict[str, str], str]:
         window = self.window
