@@ -70,7 +70,7 @@ ENTRY_CHARS = 10_000
 #: where the whole record is. A page holds at most 200 items (:mod:`sessiondb.viewer`),
 #: so it is bounded: budget + ITEM_BYTES + 200 x (ITEM_MIN_BYTES + one block's markup).
 ITEM_BYTES = 64 * 1024
-ITEM_MIN_BYTES = 1_024
+ITEM_MIN_BYTES = 512
 #: Blocks of one record shown, at most, with a page budget (10,000 tiny blocks would be
 #: 10,000 pieces of markup).
 MAX_BLOCKS = 100

@@ -34,7 +34,7 @@ LOOKAHEAD = 200
 #: :data:`sessiondb.formats.html.ITEM_MIN_BYTES`, so that a page of any session stays
 #: under 2 MB (200 records near the record limit would be hundreds of MB). A record cut
 #: for its page links to its whole text (:func:`whole_href`).
-PAGE_BYTES = 1_000_000
+PAGE_BYTES = 768 * 1024
 #: The overlays that mark records before them.
 OVERLAYS = ("tombstone", "prune", "compaction")
 SCRIPT_PATH = "/static/viewer.js"
