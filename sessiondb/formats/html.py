@@ -31,9 +31,11 @@ import base64
 import hashlib
 import html
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,19 @@ FOLD_CHARS = 2_000
 # An entry's JSON is shown up to this many characters (a file-history snapshot can be
 # megabytes; the native export keeps it whole).
 ENTRY_CHARS = 10_000
+#: With a page budget (the viewer's pages, :class:`Page`), what one shown item (a
+#: record and the tool results under its calls) may take, in UTF-8 bytes of HTML: it is
+#: given the least of :data:`ITEM_BYTES` and what the page has left, and never less
+#: than :data:`ITEM_MIN_BYTES`; past it, its text is cut and a note says how much, and
+#: where the whole record is. A page holds at most 200 items (:mod:`sessiondb.viewer`),
+#: so it is bounded: budget + ITEM_BYTES + 200 x (ITEM_MIN_BYTES + one block's markup).
+ITEM_BYTES = 64 * 1024
+ITEM_MIN_BYTES = 512
+#: Blocks of one record shown, at most, with a page budget (10,000 tiny blocks would be
+#: 10,000 pieces of markup).
+MAX_BLOCKS = 100
+#: Characters of a name, a tool call's id or a file path shown with a page budget.
+NAME_CHARS = 200
 
 STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;
@@ -101,6 +116,18 @@ def text(value: str, *, one_line: bool = False) -> str:
     """``value`` as HTML text: escaped (see the module docstring); ``one_line`` shows
     line breaks and tabs as escapes too."""
     return html.escape(shown(value, one_line=one_line), quote=True)
+
+
+def clipped(value: str, limit: int, *, one_line: bool = False) -> tuple[str, int]:
+    """``value`` as HTML text (:func:`text`) in at most ``limit`` bytes of UTF-8: the
+    longest prefix of it that fits, escaped whole, and how many characters were left out."""
+    n = min(len(value), max(limit, 0))
+    while True:
+        out = text(value[:n], one_line=one_line)
+        size = len(out.encode())
+        if size <= limit or n == 0:
+            return out, len(value) - n
+        n = min(n - 1, n * limit // size)  # escaping made it longer: fewer characters
 
 
 def _json(value: Any, limit: int | None = None) -> str:
@@ -154,18 +181,27 @@ class Page:
         session_href: Callable[[str], str] = lambda sid: f"{sid}{SUFFIX}",
         seq_href: Callable[[int], str] = lambda seq: f"#r{seq}",
         window: range | None = None,
+        budget: int | None = None,
+        whole_href: Callable[[int], str] | None = None,
     ) -> None:
         """``session_href``: the link to another session's page (a fork's parent), by its
         id (a ULID, checked before); the export's pages sit side by side. ``seq_href``:
         the link to a record of this session, by its seq (an ``int``: nothing else
         reaches a link). ``window``: the seqs shown as items (the viewer's page of a
         session); ``records`` may hold more, the overlays and tool results that mark or
-        complete the records shown; default all."""
+        complete the records shown; default all. ``budget``: the bytes of HTML the items
+        may take together (:data:`ITEM_BYTES`; ``None``, the export: every record whole);
+        ``whole_href``: the link to a record's whole text, by its seq, named where a
+        record is cut."""
         self.info = info
         self.records = records
         self.session_href = session_href
         self.seq_href = seq_href
         self.window = window
+        self.budget = budget
+        self.whole_href = whole_href
+        self._left = math.inf  # bytes the item being rendered may still take
+        self._cut = 0  # characters of it left out so far
         self.deleted: dict[int, tuple[int, str | None]] = {}  # target -> tombstone, reason
         self.pruned: dict[int, tuple[int, str]] = {}  # result -> prune, marker
         self.compactions: list[tuple[int, int]] = []  # (seq, first kept seq)
@@ -259,6 +295,7 @@ class Page:
         they mark."""
         info = self.info
         inherited = False
+        used = 0  # bytes of the items so far (with a budget)
         for r in self.records:
             if self.window is not None and r.seq not in self.window:
                 continue
@@ -274,14 +311,20 @@ class Page:
             if r.seq in self.shown_results:
                 continue  # shown under its call
             key = f"r{r.seq}"
+            allowed = math.inf
+            if self.budget is not None:
+                allowed = max(ITEM_MIN_BYTES, min(ITEM_BYTES, self.budget - used))
             if cache is None:
-                yield key, self.record(r)
-                continue
-            state = self.state(r)
-            cached = cache.get(key)
-            if cached is None or cached[0] != state:
-                cached = cache[key] = (state, self.record(r))
-            yield key, cached[1]
+                html = self.record(r, allowed)
+            else:
+                state = (allowed, *self.state(r))
+                cached = cache.get(key)
+                if cached is None or cached[0] != state:
+                    cached = cache[key] = (state, self.record(r, allowed))
+                html = cached[1]
+            if self.budget is not None:
+                used += len(html.encode())
+            yield key, html
 
     def header(self, title: str) -> str:
         info = self.info
@@ -316,8 +359,48 @@ class Page:
 
     # -- records
 
-    def record(self, r: StoredRecord) -> str:
+    def record(self, r: StoredRecord, allowed: float = math.inf) -> str:
+        """Record ``r`` as HTML, in about ``allowed`` bytes (its text cut past them, with
+        a note saying how much and where the whole is)."""
         self._rendered.clear()
+        self._left = allowed
+        self._cut = 0
+        html = self._record(r)
+        if self._cut and r.kind != "message":  # a message's notes are in its blocks
+            html += self.cut_note(r.seq, self._cut, 0)
+        return html
+
+    def _text(self, value: str, *, one_line: bool = False, most: float = math.inf) -> str:
+        """``value`` as HTML text, cut to what the item has left (and to ``most``
+        bytes); what is cut is counted for the item's note. Counts nothing against
+        the item: :meth:`blocks` does, by the size of each block."""
+        limit = min(self._left, most)
+        if limit == math.inf:
+            return text(value, one_line=one_line)
+        out, left_out = clipped(value, max(int(limit), 0), one_line=one_line)
+        if left_out:
+            self._cut += left_out
+            out += "…"
+        return out
+
+    def cut_note(self, seq: int, chars: int, blocks: int) -> str:
+        """The note of a record cut for the page: how much is not shown, and the link to
+        its whole text."""
+        what = []
+        if chars:
+            what.append(f"{chars:,} characters")
+        if blocks:
+            what.append(f"{blocks:,} blocks")
+        whole = ""
+        if self.whole_href is not None:
+            href = text(self.whole_href(int(seq)), one_line=True)
+            whole = f' · <a href="{href}">the whole record #{int(seq)} as text</a>'
+        return (
+            f'<div class="note cut">[cut for this page: {" and ".join(what)} of #{int(seq)} '
+            f"not shown{whole}]</div>"
+        )
+
+    def _record(self, r: StoredRecord) -> str:
         if r.kind == "message":
             if r.seq in self.shown_results:
                 return ""  # shown under its call
@@ -330,22 +413,30 @@ class Page:
                 what = "context cleared"
             else:
                 what = f"history before {self.link(first)} summarised"
-            files = "".join(
-                f"<div>{label}: <code>{text(str(path), one_line=True)}</code></div>"
-                for label, key in (("read", "readFiles"), ("modified", "modifiedFiles"))
-                for path in data.get(key) or ()
-            )
+            summary = self._text(str(data.get("summary", "")))
+            self._left -= len(summary.encode())
+            files = ""
+            for label, key in (("read", "readFiles"), ("modified", "modifiedFiles")):
+                paths = data.get(key) or ()
+                for i, path in enumerate(paths):
+                    if self._left <= 0:
+                        self._cut += sum(len(str(p)) for p in paths[i:])
+                        break
+                    file = self._text(str(path), one_line=True, most=NAME_CHARS)
+                    line = f"<div>{label}: <code>{file}</code></div>"
+                    self._left -= len(line)
+                    files += line
             return (
                 f'<section class="rec compaction{self.marks(seq)[0]}" id="r{seq}">'
                 f'<div class="head"><span class="role">compaction</span>{self.anchor(r)}'
                 f"<span>{what} ({int(data.get('tokensBefore') or 0):,} tokens before)</span>"
                 f"{self.marks(seq)[1]}</div>"
-                f'<div class="text">{text(str(data.get("summary", "")))}</div>{files}</section>\n'
+                f'<div class="text">{summary}</div>{files}</section>\n'
             )
         if r.kind == "tombstone":
             target = data.get("targetSeq")
             reason = data.get("reason")
-            why = f": {text(reason)}" if isinstance(reason, str) and reason else ""
+            why = f": {self._text(reason)}" if isinstance(reason, str) and reason else ""
             return (
                 f'<div class="overlay" id="r{seq}">#{seq} ── deleted '
                 f"{self.link(target)}{why}</div>\n"
@@ -354,14 +445,19 @@ class Page:
             seqs = ", ".join(self.link(s) for s in data.get("seqs") or ())
             return (
                 f'<div class="overlay" id="r{seq}">#{seq} ── pruned tool results {seqs} '
-                f"(context shows “{text(str(data.get('marker', '')))}”; "
+                f"(context shows “{self._text(str(data.get('marker', '')))}”; "
                 f"{int(data.get('tokensFreed') or 0):,} tokens freed)</div>\n"
             )
-        label = text(entry_label(data), one_line=True)
+        label = self._text(entry_label(data), one_line=True, most=NAME_CHARS)
         classes, note = self.marks(seq)
+        if self._left == math.inf:
+            shown_data = _json(data, ENTRY_CHARS)
+        else:
+            dumped = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+            shown_data = self._text(dumped)
         return (
             f'<details class="entry{classes}" id="r{seq}"><summary>#{seq} ── {label}{note}'
-            f"</summary><pre>{_json(data, ENTRY_CHARS)}</pre></details>\n"
+            f"</summary><pre>{shown_data}</pre></details>\n"
         )
 
     def anchor(self, r: StoredRecord) -> str:
@@ -410,53 +506,81 @@ class Page:
             head += f"<span>{_usage(usage)}</span>"
         body = self.blocks(data.get("content"), r.seq)
         return (
-            f'<article class="rec {text(role, one_line=True)}{classes}" id="r{r.seq}">'
+            f'<article class="rec {self._text(role, one_line=True, most=NAME_CHARS)}{classes}" '
+            f'id="r{r.seq}">'
             f'<div class="head">{head}{note}</div>{body}</article>\n'
         )
 
     def result_name(self, data: dict[str, Any]) -> str:
         name = data.get("toolName")
         call = data.get("toolCallId")
-        parts = [f"<code>{text(str(name), one_line=True)}</code>" if name else ""]
-        parts.append(f"<code>{text(str(call), one_line=True)}</code>")
+        short = partial(self._text, one_line=True, most=NAME_CHARS)
+        parts = [f"<code>{short(str(name))}</code>" if name else ""]
+        parts.append(f"<code>{short(str(call))}</code>")
         if data.get("isError"):
             parts.append('<span class="note">error</span>')
         return "<span>" + " ".join(p for p in parts if p) + "</span>"
 
     def blocks(self, content: Any, seq: int) -> str:
+        """The blocks of record ``seq``'s ``content``; with a budget, as many as the
+        item has room for (at most :data:`MAX_BLOCKS`), each cut to what is left, and
+        the note of what was cut."""
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
+        blocks = content if isinstance(content, list) else []
         out = []
-        for block in content if isinstance(content, list) else ():
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text" and isinstance(block.get("text"), str):
-                out.append(f'<div class="text">{text(block["text"])}</div>')
-            elif kind == "thinking" and isinstance(block.get("thinking"), str):
-                out.append(
-                    '<details class="thinking"><summary>thinking</summary>'
-                    f'<div class="text">{text(block["thinking"])}</div></details>'
-                )
-            elif kind == "toolCall" and isinstance(block.get("id"), str):
-                out.append(self.tool_call(block, seq))
-            elif kind == "image":
-                out.append(_image(block))
-            else:
-                name = text(str(kind), one_line=True)
-                out.append(
-                    f"<details><summary>[{name} block]</summary><pre>{_json(block)}</pre></details>"
-                )
+        cut_before, self._cut = self._cut, 0
+        hidden = 0
+        for i, block in enumerate(blocks):
+            if self._left != math.inf and (self._left <= 0 or i >= MAX_BLOCKS):
+                hidden = len(blocks) - i
+                break
+            left = self._left
+            piece = self.block(block, seq)
+            self._left = left - len(piece.encode())  # with the results under its calls
+            out.append(piece)
+        if self._cut or hidden:
+            out.append(self.cut_note(seq, self._cut, hidden))
+        self._cut = cut_before
         return "".join(out)
+
+    def block(self, block: Any, seq: int) -> str:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            return f'<div class="text">{self._text(block["text"])}</div>'
+        if kind == "thinking" and isinstance(block.get("thinking"), str):
+            return (
+                '<details class="thinking"><summary>thinking</summary>'
+                f'<div class="text">{self._text(block["thinking"])}</div></details>'
+            )
+        if kind == "toolCall" and isinstance(block.get("id"), str):
+            return self.tool_call(block, seq)
+        if kind == "image":
+            data = block.get("data")
+            if isinstance(data, str) and len(data) > self._left:
+                self._cut += len(data)
+                mime, _ = clipped(str(block.get("mimeType")), NAME_CHARS, one_line=True)
+                return f'<div class="note">[image of type {mime}, {len(data):,} characters]</div>'
+            return _image(block)
+        name = self._text(str(kind), one_line=True, most=NAME_CHARS)
+        if self._left == math.inf:
+            dumped = _json(block)
+        else:
+            dumped = self._text(json.dumps(block, indent=2, ensure_ascii=False, default=str))
+        return f"<details><summary>[{name} block]</summary><pre>{dumped}</pre></details>"
 
     def tool_call(self, block: dict[str, Any], seq: int) -> str:
         call_id = block["id"]
         args = block.get("arguments")
-        name = text(str(block.get("name", "")), one_line=True)
+        name = self._text(str(block.get("name", "")), one_line=True, most=NAME_CHARS)
         head = (
             f'<div class="call">→ <strong>{name}</strong>'
-            f" <code>{text(call_id, one_line=True)}</code></div>"
+            f" <code>{self._text(call_id, one_line=True, most=NAME_CHARS)}</code></div>"
         )
         if args:
-            head += f'<pre class="args">{_json(args)}</pre>'
+            dumped = json.dumps(args, indent=2, ensure_ascii=False, default=str)
+            head += f'<pre class="args">{self._text(dumped)}</pre>'
+            self._left -= len(head)
         result = self.results.get(call_id)
         if (
             result is None

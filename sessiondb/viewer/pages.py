@@ -11,6 +11,7 @@ from checked session ids, integers and the viewer's own paths.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -20,6 +21,7 @@ from urllib.parse import urlencode
 from ..formats.html import Cache, Page, text
 from ..formats.stored import StoredRecord
 from ..models import SearchHit, SessionInfo, SessionPage
+from ..terminal import shown
 
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 #: Records per page of a transcript: page ``k`` holds seqs ``(k-1)*200+1 .. k*200``, so
@@ -28,6 +30,11 @@ _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 PAGE_RECORDS = 200
 #: Records read past a page for the results of its tool calls (shown under the call).
 LOOKAHEAD = 200
+#: The bytes of HTML a page's items may take together: past it each item gets
+#: :data:`sessiondb.formats.html.ITEM_MIN_BYTES`, so that a page of any session stays
+#: under 2 MB (200 records near the record limit would be hundreds of MB). A record cut
+#: for its page links to its whole text (:func:`whole_href`).
+PAGE_BYTES = 768 * 1024
 #: The overlays that mark records before them.
 OVERLAYS = ("tombstone", "prune", "compaction")
 SCRIPT_PATH = "/static/viewer.js"
@@ -39,6 +46,40 @@ def session_href(session_id: str) -> str:
     if not _ULID.fullmatch(session_id):
         raise ValueError(f"not a session id: {session_id!r}")
     return f"/s/{session_id}"
+
+
+def whole_href(session_id: str, seq: int) -> str:
+    """The address of record ``seq``'s whole text (``text/plain``)."""
+    return f"{session_href(session_id)}/r/{int(seq)}"
+
+
+def record_text(record: StoredRecord) -> str:
+    """Record ``record`` whole, as plain text: a message's blocks one after another
+    (text and thinking as they are, a tool call's arguments and any other block as
+    JSON), any other record's data as JSON; controls and bidi characters made visible
+    (:func:`sessiondb.terminal.shown`), as everywhere in the viewer."""
+    data = record.data
+    head = f"#{record.seq} {record.kind}"
+    if record.kind != "message":
+        body = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+        return shown(f"{head}\n\n{body}\n", one_line=False)
+    parts = [f"{head} {data.get('role')}"]
+    content = data.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    for block in content if isinstance(content, list) else ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            parts.append(f"[thinking]\n{block['thinking']}")
+        elif kind == "toolCall":
+            args = json.dumps(block.get("arguments"), indent=2, ensure_ascii=False, default=str)
+            parts.append(f"[tool call {block.get('name')} {block.get('id')}]\n{args}")
+        else:
+            dumped = json.dumps(block, indent=2, ensure_ascii=False, default=str)
+            parts.append(f"[{kind} block]\n{dumped}")
+    return shown("\n\n".join(parts) + "\n", one_line=False)
 
 
 def window_of(seq: int) -> range:
@@ -266,6 +307,29 @@ def error_page(status: int, message: str) -> str:
     )
 
 
+def keeps(window: range | None, r: StoredRecord) -> bool:
+    """Whether ``r`` changes what the page ``window`` shows (``None``: the whole
+    session): a record of it, an overlay aimed at it, a tool result within
+    :data:`LOOKAHEAD` after it."""
+    if window is None or r.seq in window:
+        return True
+    if r.seq < window.start:
+        return False
+    if r.kind == "tombstone":
+        target = r.data.get("targetSeq")
+        return isinstance(target, int) and target in window
+    if r.kind == "prune":
+        return any(isinstance(s, int) and s in window for s in r.data.get("seqs") or ())
+    if r.kind == "compaction":
+        first = r.data.get("firstKeptSeq")
+        return isinstance(first, int) and first > window.start
+    return (
+        r.kind == "message"
+        and r.seq < window.stop + LOOKAHEAD
+        and r.data.get("role") == "toolResult"
+    )
+
+
 class LiveTranscript:
     """The transcript a browser shows, kept in step with the session: :meth:`advance`
     adds records and returns the changes to make to the page (as items keyed like
@@ -296,25 +360,7 @@ class LiveTranscript:
         return self.last
 
     def _keeps(self, r: StoredRecord) -> bool:
-        """Whether ``r`` changes what the window shows."""
-        window = self.window
-        if window is None or r.seq in window:
-            return True
-        if r.seq < window.start:
-            return False
-        if r.kind == "tombstone":
-            target = r.data.get("targetSeq")
-            return isinstance(target, int) and target in window
-        if r.kind == "prune":
-            return any(isinstance(s, int) and s in window for s in r.data.get("seqs") or ())
-        if r.kind == "compaction":
-            first = r.data.get("firstKeptSeq")
-            return isinstance(first, int) and first > window.start
-        return (
-            r.kind == "message"
-            and r.seq < window.stop + LOOKAHEAD
-            and r.data.get("role") == "toolResult"
-        )
+        return keeps(self.window, r)
 
     def _render(self) -> tuple[dict[str, str], str]:
         window = self.window
@@ -324,6 +370,8 @@ class LiveTranscript:
             session_href=session_href,
             seq_href=lambda seq: seq_href(self.info.id, seq, window),
             window=window,
+            budget=None if window is None else PAGE_BYTES,
+            whole_href=lambda seq: whole_href(self.info.id, seq),
         )
         items = dict(page.items(self.cache))
         for key in self.cache.keys() - items.keys():

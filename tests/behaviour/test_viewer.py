@@ -434,7 +434,7 @@ def test_any_request_gets_a_typed_answer_never_a_500(db_url: str) -> None:
         @given(
             path=st.one_of(
                 st.lists(_segments, max_size=4).map(lambda parts: "/".join(parts)),
-                st.sampled_from([f"s/{sid}", f"s/{sid}/events", "s/" + "Z" * 26]),
+                st.sampled_from([f"s/{sid}", f"s/{sid}/events", "s/" + "Z" * 26, f"s/{sid}/r/1"]),
             ),
             params=_params,
             last_event_id=st.one_of(st.none(), _values),
@@ -446,6 +446,12 @@ def test_any_request_gets_a_typed_answer_never_a_500(db_url: str) -> None:
         @example(path="s/../events", params=[], last_event_id=None)
         @example(path="%65vents", params=[], last_event_id=None)
         @example(path=f"s/{sid}/x/../events", params=[("from_seq", "1")], last_event_id="2")
+        # A record's whole text: a seq, a seq past the head, not a seq, another session.
+        @example(path=f"s/{sid}/r/2", params=[], last_event_id=None)
+        @example(path=f"s/{sid}/r/99999999", params=[], last_event_id=None)
+        @example(path=f"s/{sid}/r/-1", params=[], last_event_id=None)
+        @example(path=f"s/{sid}/r/1e3", params=[], last_event_id=None)
+        @example(path="s/" + "Z" * 26 + "/r/1", params=[], last_event_id=None)
         def check(path: str, params: list[tuple[str, str]], last_event_id: str | None) -> None:
             async def get() -> httpx.Response | None:
                 headers: dict[str, bytes] = {}

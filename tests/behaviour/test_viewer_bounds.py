@@ -28,6 +28,8 @@ from helpers.messages import assistant, result, user
 from helpers.viewer import client
 
 from sessiondb import SessionStore
+from sessiondb.terminal import shown
+from sessiondb.viewer.auth import CSP
 from sessiondb.viewer.pages import PAGE_RECORDS
 
 HUGE = int(os.environ.get("SESSIONDB_VIEWER_HUGE", "100000"))
@@ -143,8 +145,11 @@ def test_a_huge_session_neither_stalls_nor_grows_the_viewer(db_url: str, tmp_pat
     last_page = (head - 1) // PAGE_RECORDS * PAGE_RECORDS + 1
     with _server(db_url, tmp_path) as (base, pid), httpx.Client(base_url=base, timeout=600) as http:
         assert http.get("/").status_code == 200
-        # `GET /` while the huge session is requested, its first and its last page.
-        for path in (f"/s/{sid}?at=1", f"/s/{sid}"):
+        # `GET /` while the huge session is requested: its last page, as it opens, then
+        # its first. The first page's reads after it (overlays that may mark it) have the
+        # last page's statements, whose last run was short: on SQLite such a read runs on
+        # the event loop's thread, so none may scan the rest of the session at once.
+        for path in (f"/s/{sid}", f"/s/{sid}?at=1"):
             sizes: list[int] = []
 
             def fetch(path: str = path, sizes: list[int] = sizes) -> None:
@@ -164,6 +169,7 @@ def test_a_huge_session_neither_stalls_nor_grows_the_viewer(db_url: str, tmp_pat
                 fetching.join()
             assert max(latencies) < LATENCY_LIMIT, (path, latencies)
             assert sizes and sizes[0] < PAGE_LIMIT, (path, sizes)
+            print(f"\n{path}: / at most {max(latencies):.3f} s, page {sizes[0]:,} bytes")
         # 64 live streams of the session, as its last page opens them.
         events = f"/s/{sid}/events?from_seq={head}&at={last_page}"
         _open_stream(base, events).close()  # the first stream's one-time costs
@@ -178,3 +184,49 @@ def test_a_huge_session_neither_stalls_nor_grows_the_viewer(db_url: str, tmp_pat
                 stream.close()
         assert grown < STREAMS_LIMIT, f"{STREAMS} streams added {grown / 2**20:.0f} MB"
         print(f"\n{HUGE} records: / {max(latencies):.3f} s, streams +{grown / 2**20:.0f} MB")
+
+
+async def test_a_page_is_bounded_by_bytes_not_only_by_records(store: SessionStore) -> None:
+    """200 records is no bound when each is large: records of 128 KB of text that
+    escaping makes longer (``<&"`` and CJK), three of 4 MB (a text, a tool result read
+    ahead for the page's last call, an image), one of 10,000 tiny blocks. Every page is
+    under 2 MB (b30e1fd's first page was ~100 MB); a record cut for its page says how
+    much is cut and links to its whole text, served as escaped-nothing ``text/plain``
+    under the viewer's headers."""
+    big = "<b>&\"'漢字\u202e " * (128 * 1024 // 12)
+    huge = "the whole of it <&> " * (4 * 1024 * 1024 // 20)
+    image = {"type": "image", "mimeType": "image/png", "data": "iVBORw0K" * (3 * 1024 * 1024 // 8)}
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": [{"type": "text", "text": f"b{i}"} for i in range(10_000)]},
+        user(huge),
+        {"role": "user", "content": [{"type": "text", "text": "look"}, image]},
+    ]
+    messages += [user(f"big {i} {big}") for i in range(4, PAGE_RECORDS)]
+    messages += [assistant("read it", calls=["c-last"]), result("c-last", huge)]  # 200, 201
+    messages += [user(f"late {i} {big}") for i in range(10)]
+    (sid,) = await store.import_sessions([{"name": "large", "messages": messages}])
+    async with client(store) as http:
+        pages = {at: await http.get(f"/s/{sid}?at={at}") for at in (1, 150, PAGE_RECORDS + 1)}
+        for at, page in pages.items():
+            assert page.status_code == 200, at
+            assert len(page.content) < PAGE_LIMIT, (at, len(page.content))
+            assert 'class="note cut"' in page.text, at
+        first = pages[1].text
+        # The cut notes: escaped text, how much is left out, the link to the whole.
+        for seq in (1, 2, 3, 201):
+            assert f'href="/s/{sid}/r/{seq}">the whole record #{seq} as text</a>' in first, seq
+        assert "9,900 blocks of #1 not shown" in first
+        assert 'id="r201"' in first and "c-last" in first  # the result under its call
+        assert "<b>" not in first and "&lt;b&gt;" in first
+        whole = await http.get(f"/s/{sid}/r/2")
+        assert whole.status_code == 200
+        assert whole.headers["content-type"] == "text/plain; charset=utf-8"
+        assert whole.headers["x-content-type-options"] == "nosniff"
+        assert whole.headers["content-security-policy"] == CSP
+        assert huge in whole.text
+        bidi = await http.get(f"/s/{sid}/r/5")
+        assert "\u202e" not in bidi.text and shown(big, one_line=False) in bidi.text
+        blocks = await http.get(f"/s/{sid}/r/1")
+        assert "b9999" in blocks.text
+        assert (await http.get(f"/s/{sid}/r/99999")).status_code == 404
+        assert (await http.get(f"/s/{sid}/r/x")).status_code == 400

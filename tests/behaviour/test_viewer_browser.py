@@ -215,9 +215,45 @@ async def test_list_search_session_and_a_live_message(
         hit = browser.find_element(By.CSS_SELECTOR, "ol.hits li.hit")
         assert "zebra" in hit.find_element(By.TAG_NAME, "mark").text
         hit.find_element(By.TAG_NAME, "a").click()
-        assert browser.current_url.endswith(f"/s/{sid}#r{zebra.seq}")
+        # The hit's link names the page holding it (transcripts are paged).
+        assert browser.current_url.endswith(f"/s/{sid}?at={zebra.seq}#r{zebra.seq}")
+        assert browser.find_elements(By.ID, f"r{zebra.seq}")
         _nothing_ran(browser)
     assert (artefacts / f"viewer-live-{backend}.png").stat().st_size > 1000
+
+
+async def test_a_link_to_a_record_lands_on_the_page_holding_it(
+    db_url: str, tmp_path: Path, browser: Any
+) -> None:
+    """``/s/<id>#r5`` of a 1,000-record session serves its last page (seqs 801..1000):
+    the viewer's script goes on to ``?at=5#r5``, the page holding record 5; a search hit
+    on another page than the last is linked to its own page."""
+    messages = [user(f"message {i}" + (" okapi" if i in (4, 320) else "")) for i in range(1000)]
+    async with SessionStore.open(db_url) as store:
+        (sid,) = await store.import_sessions([{"name": "long", "messages": messages}])
+    with server(db_url, tmp_path) as url:
+        base = url.rstrip("/")
+        browser.get(f"{base}/s/{sid}#r5")
+        where = "return document.getElementById('r5') && location.pathname + location.search"
+        assert _wait_for(browser, where + " + location.hash") == f"/s/{sid}?at=5#r5"
+        main = browser.find_element(By.ID, "records")
+        assert (main.get_attribute("data-first"), main.get_attribute("data-last")) == ("1", "200")
+        assert "message 4 okapi" in browser.find_element(By.ID, "r5").text
+        _nothing_ran(browser)
+        # A hash changed on the page (a link followed within it) resolves the same way.
+        browser.get(f"{base}/s/{sid}?at=1")
+        browser.execute_script("location.hash = '#r900'")
+        assert _wait_for(browser, "return document.getElementById('r900') && location.search")
+        assert browser.current_url.endswith(f"/s/{sid}?at=900#r900")
+        # A search hit on the second page: its link opens that page at the record.
+        browser.get(f"{base}/search?q=okapi")
+        link = browser.find_element(By.XPATH, "//ol[@class='hits']//a[contains(., '#321')]")
+        link.click()
+        assert _wait_for(browser, "return document.getElementById('r321') && location.href")
+        assert browser.current_url.endswith(f"/s/{sid}?at=321#r321")
+        main = browser.find_element(By.ID, "records")
+        assert main.get_attribute("data-first") == "201"
+        assert "message 320 okapi" in browser.find_element(By.ID, "r321").text
 
 
 async def test_with_a_token_the_first_load_sets_the_cookie(

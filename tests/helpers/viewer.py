@@ -46,7 +46,8 @@ VIEWER_ALLOWED = {
     "a": {"href", "rel", "class"},
 }
 _LINK = re.compile(
-    r"/|#r\d+|/s/[0-9A-HJKMNP-TV-Z]{26}(\?at=\d+)?(#r\d+)?|/\?cursor=[\w%=-]+|/search\?[\w%=&+.-]+"
+    r"/|#r\d+|/s/[0-9A-HJKMNP-TV-Z]{26}(\?at=\d+)?(#r\d+)?|/s/[0-9A-HJKMNP-TV-Z]{26}/r/\d+"
+    r"|/\?cursor=[\w%=-]+|/search\?[\w%=&+.-]+"
 )
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sessiondb.errors import InvalidInputError
 from sessiondb.formats import EXPORT_ONLY, FORMATS, detect, export_format, get_format
-from sessiondb.formats.html import CSP, HtmlFormat, text
+from sessiondb.formats.html import CSP, HtmlFormat, clipped, text
 from sessiondb.formats.lines import entry_label
 from sessiondb.formats.stored import StoredRecord
 from sessiondb.models import Metrics, SessionInfo
@@ -205,3 +205,18 @@ def test_export_format_gives_a_format_or_a_typed_error(name: str) -> None:
 def test_any_entry_has_a_label(entry: Any) -> None:
     label = entry_label(entry)
     assert isinstance(label, str) and label
+
+
+@given(value=any_text, limit=st.integers(min_value=0, max_value=400), one_line=st.booleans())
+def test_a_clipped_text_fits_its_bytes_and_is_a_whole_escaped_prefix(
+    value: str, limit: int, one_line: bool
+) -> None:
+    """What a page cuts (:func:`clipped`): at most ``limit`` bytes of UTF-8, the escape
+    of a prefix of the text (never half a character reference), and the count of what
+    was left out; the whole text when it fits."""
+    out, left_out = clipped(value, limit, one_line=one_line)
+    assert len(out.encode()) <= limit
+    kept = value[: len(value) - left_out]
+    assert out == text(kept, one_line=one_line)
+    if len(text(value, one_line=one_line).encode()) <= limit:
+        assert left_out == 0
