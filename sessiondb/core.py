@@ -38,7 +38,6 @@ from .errors import (
     SessionDBError,
     SessionNotFoundError,
 )
-from .keyring import Keyring
 from .lazy import lazy_modules
 from .models import Message, Record, SessionInfo
 from .rows import (
@@ -48,7 +47,7 @@ from .rows import (
     records_from_rows,
     session_info,
 )
-from .sealing import PlainGuard, SealedBackend
+from .sealing import Keyring, PlainGuard, SealedBackend
 from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
 
@@ -553,7 +552,6 @@ class Core:
             to_seq=to_seq,
             extra_columns=("target_seq",),
             flavour=self.flavour,
-            sealed=self.encrypted,
         )
         return await tx.fetch(bound)
 
@@ -570,7 +568,6 @@ class Core:
             from_seq=from_seq,
             to_seq=to_seq,
             flavour=self.flavour,
-            sealed=self.encrypted,
         )
         return _seq_messages(await tx.fetch(bound))
 
