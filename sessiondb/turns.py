@@ -346,6 +346,12 @@ async def _wait(
         await core.turn_wakeups.wait(session_id, wait)
         delay = min(delay * 1.5, longest)
         ticket, claimed, ahead = await _poll(core, session_id, ticket, token, args)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # A cancel that came while the poll's COMMIT ran on SQLite's writer was held
+            # back until the commit ended and not raised (a commit that happened is
+            # returned): raise it here, or this waiter would wait for ever.
+            raise asyncio.CancelledError
     return ticket, claimed
 
 

@@ -322,6 +322,35 @@ async def test_cancelling_a_waiter_leaves_no_row(store: SessionStore) -> None:
         assert [r.holder for r in await turn_rows(store)] == ["alice"]
 
 
+async def test_a_waiter_whose_cancel_was_held_back_still_ends(store: SessionStore) -> None:
+    # On SQLite a cancel that lands while a poll's COMMIT runs is held back until the
+    # commit ends and then not raised (a commit that happened is returned); the waiter
+    # must still end, not wait for ever. Modelled here deterministically: the task is
+    # asked to cancel and swallows the CancelledError, as that commit does, before it
+    # waits for a turn someone else holds.
+    sid = (await store.create_session()).id
+    async with store.turn(sid, holder="alice"):
+
+        async def waiter() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(1)  # the cancel lands here and is swallowed
+            async with store.turn(sid, holder="bob"):
+                pytest.fail("bob got the turn")
+
+        task = asyncio.create_task(waiter())
+        done, _ = await asyncio.wait([task], timeout=20)
+        if not done:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert done, "the waiter went on waiting after its cancel"
+        assert task.cancelled()
+        assert [r.holder for r in await turn_rows(store)] == ["alice"]
+
+
 async def test_turns_through_pgbouncer_pin_no_server_connection(
     pgbouncer: str,
 ) -> None:
