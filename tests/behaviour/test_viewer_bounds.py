@@ -14,18 +14,15 @@ import asyncio
 import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 from helpers.messages import assistant, result, user
-from helpers.viewer import client
+from helpers.viewer import client, served
 
 from sessiondb import SessionStore
 from sessiondb.terminal import shown
@@ -92,27 +89,6 @@ async def test_a_transcript_is_shown_a_page_at_a_time(store: SessionStore) -> No
     assert f"output of step {edge}" in middle.text
 
 
-@contextmanager
-def _server(db_url: str, cwd: Path) -> Iterator[tuple[str, int]]:
-    """``sessiondb serve`` in a process of its own: its address and process id."""
-    command = [sys.executable, "-m", "sessiondb", "--db", db_url, "serve", "--port", "0"]
-    process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("sessiondb viewer"), line
-        yield line.rsplit(" ", 1)[1].strip().rstrip("/"), process.pid
-    finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate(timeout=10)
-
-
 def _rss(pid: int) -> int:
     """The resident memory of process ``pid``, in bytes."""
     status = Path(f"/proc/{pid}/status").read_text()
@@ -143,47 +119,49 @@ def test_a_huge_session_neither_stalls_nor_grows_the_viewer(db_url: str, tmp_pat
 
     sid, head = asyncio.run(setup())
     last_page = (head - 1) // PAGE_RECORDS * PAGE_RECORDS + 1
-    with _server(db_url, tmp_path) as (base, pid), httpx.Client(base_url=base, timeout=600) as http:
-        assert http.get("/").status_code == 200
-        # `GET /` while the huge session is requested: its last page, as it opens, then
-        # its first. The first page's reads after it (overlays that may mark it) have the
-        # last page's statements, whose last run was short: on SQLite such a read runs on
-        # the event loop's thread, so none may scan the rest of the session at once.
-        for path in (f"/s/{sid}", f"/s/{sid}?at=1"):
-            sizes: list[int] = []
+    with served(db_url, tmp_path) as (address, pid):
+        base = address.rstrip("/")
+        with httpx.Client(base_url=base, timeout=600) as http:
+            assert http.get("/").status_code == 200
+            # `GET /` while the huge session is requested: its last page, as it opens, then
+            # its first. The first page's reads after it (overlays that may mark it) have the
+            # last page's statements, whose last run was short: on SQLite such a read runs on
+            # the event loop's thread, so none may scan the rest of the session at once.
+            for path in (f"/s/{sid}", f"/s/{sid}?at=1"):
+                sizes: list[int] = []
 
-            def fetch(path: str = path, sizes: list[int] = sizes) -> None:
-                with httpx.Client(base_url=base, timeout=600) as other:
-                    sizes.append(len(other.get(path).content))
+                def fetch(path: str = path, sizes: list[int] = sizes) -> None:
+                    with httpx.Client(base_url=base, timeout=600) as other:
+                        sizes.append(len(other.get(path).content))
 
-            fetching = threading.Thread(target=fetch)
-            fetching.start()
-            latencies = []
-            try:
-                while fetching.is_alive() or not latencies:  # all the time it is served
-                    started = time.perf_counter()
-                    assert http.get("/").status_code == 200
-                    latencies.append(time.perf_counter() - started)
-                    time.sleep(0.02)
-            finally:
-                fetching.join()
-            assert max(latencies) < LATENCY_LIMIT, (path, latencies)
-            assert sizes and sizes[0] < PAGE_LIMIT, (path, sizes)
-            print(f"\n{path}: / at most {max(latencies):.3f} s, page {sizes[0]:,} bytes")
-        # 64 live streams of the session, as its last page opens them.
-        events = f"/s/{sid}/events?from_seq={head}&at={last_page}"
-        _open_stream(base, events).close()  # the first stream's one-time costs
-        time.sleep(0.5)
-        before = _rss(pid)
-        streams = [_open_stream(base, events) for _ in range(STREAMS)]
-        try:
+                fetching = threading.Thread(target=fetch)
+                fetching.start()
+                latencies = []
+                try:
+                    while fetching.is_alive() or not latencies:  # all the time it is served
+                        started = time.perf_counter()
+                        assert http.get("/").status_code == 200
+                        latencies.append(time.perf_counter() - started)
+                        time.sleep(0.02)
+                finally:
+                    fetching.join()
+                assert max(latencies) < LATENCY_LIMIT, (path, latencies)
+                assert sizes and sizes[0] < PAGE_LIMIT, (path, sizes)
+                print(f"\n{path}: / at most {max(latencies):.3f} s, page {sizes[0]:,} bytes")
+            # 64 live streams of the session, as its last page opens them.
+            events = f"/s/{sid}/events?from_seq={head}&at={last_page}"
+            _open_stream(base, events).close()  # the first stream's one-time costs
             time.sleep(0.5)
-            grown = _rss(pid) - before
-        finally:
-            for stream in streams:
-                stream.close()
-        assert grown < STREAMS_LIMIT, f"{STREAMS} streams added {grown / 2**20:.0f} MB"
-        print(f"\n{HUGE} records: / {max(latencies):.3f} s, streams +{grown / 2**20:.0f} MB")
+            before = _rss(pid)
+            streams = [_open_stream(base, events) for _ in range(STREAMS)]
+            try:
+                time.sleep(0.5)
+                grown = _rss(pid) - before
+            finally:
+                for stream in streams:
+                    stream.close()
+            assert grown < STREAMS_LIMIT, f"{STREAMS} streams added {grown / 2**20:.0f} MB"
+            print(f"\n{HUGE} records: / {max(latencies):.3f} s, streams +{grown / 2**20:.0f} MB")
 
 
 async def test_a_page_is_bounded_by_bytes_not_only_by_records(store: SessionStore) -> None:

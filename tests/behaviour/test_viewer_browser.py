@@ -36,6 +36,7 @@ from helpers.browser import console_after, no_alert  # noqa: E402
 from helpers.html_pages import SCRIPT, XSS, rich_session  # noqa: E402
 from helpers.messages import user  # noqa: E402
 from helpers.screenshot_session import readme_session  # noqa: E402
+from helpers.viewer import served  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
@@ -60,28 +61,6 @@ async def main(url, sid):
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
-
-
-@contextmanager
-def server(db_url: str, cwd: Path, *extra: str) -> Iterator[str]:
-    """``sessiondb serve`` in a process of its own; the address it prints."""
-    command = [sys.executable, "-m", "sessiondb", "--db", db_url, "serve", "--port", "0", *extra]
-    process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("sessiondb viewer"), (line, process.stderr and process.stderr.read())
-        yield line.rsplit(" ", 1)[1].strip()
-    finally:
-        process.terminate()  # SIGTERM: uvicorn stops, the store closes
-        try:
-            _, errors = process.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, errors = process.communicate(timeout=5)
-    assert "Traceback" not in errors and "ERROR" not in errors, errors
 
 
 @contextmanager
@@ -155,7 +134,7 @@ async def test_list_search_session_and_a_live_message(
     async with SessionStore.open(db_url) as store:
         sid, fork = await rich_session(store)
         (zebra,) = await store.append(sid, user("the zebra crossed"))
-    with server(db_url, tmp_path) as url:
+    with served(db_url, tmp_path) as (url, _):
         console = console_after(browser, url)
         assert browser.title == "sessions · sessiondb"
         assert _severe(console) == []
@@ -231,7 +210,7 @@ async def test_a_link_to_a_record_lands_on_the_page_holding_it(
     messages = [user(f"message {i}" + (" okapi" if i in (4, 320) else "")) for i in range(1000)]
     async with SessionStore.open(db_url) as store:
         (sid,) = await store.import_sessions([{"name": "long", "messages": messages}])
-    with server(db_url, tmp_path) as url:
+    with served(db_url, tmp_path) as (url, _):
         base = url.rstrip("/")
         browser.get(f"{base}/s/{sid}#r5")
         where = "return document.getElementById('r5') && location.pathname + location.search"
@@ -262,7 +241,7 @@ async def test_with_a_token_the_first_load_sets_the_cookie(
     async with SessionStore.open(db_url) as store:
         sid = (await store.create_session(name="guarded")).id
         await store.append(sid, user("behind the token"))
-    with server(db_url, tmp_path, "--token", TOKEN) as url:
+    with served(db_url, tmp_path, "--token", TOKEN) as (url, _):
         assert url.endswith(f"?token={TOKEN}")
         base = url.split("?")[0]
         browser.delete_all_cookies()
@@ -287,7 +266,7 @@ async def test_the_readme_screenshot(
 ) -> None:
     async with SessionStore.open(db_url) as store:
         sid = await readme_session(store)
-    with server(db_url, tmp_path) as url:
+    with served(db_url, tmp_path) as (url, _):
         browser.set_window_size(1100, 1000)
         try:
             browser.get(f"{url}s/{sid}")

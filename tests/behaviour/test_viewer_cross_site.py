@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +32,7 @@ require_browser()
 
 from helpers.browser import start_browser  # noqa: E402
 from helpers.messages import user  # noqa: E402
+from helpers.viewer import served  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from sessiondb import SessionStore, cli  # noqa: E402
@@ -71,28 +70,6 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
-
-
-@contextmanager
-def viewer(db: str, cwd: Path) -> Iterator[str]:
-    """``sessiondb serve`` in a process of its own; the address it prints."""
-    command = [sys.executable, "-m", "sessiondb", "--db", db, "serve", "--port", "0"]
-    process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("sessiondb viewer"), (line, process.stderr and process.stderr.read())
-        yield line.rsplit(" ", 1)[1].strip()
-    finally:
-        process.terminate()
-        try:
-            _, errors = process.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, errors = process.communicate(timeout=5)
-    assert "Traceback" not in errors, errors
 
 
 @contextmanager
@@ -168,7 +145,7 @@ def test_a_page_of_another_origin_cannot_probe_the_viewers_search(
             await store.append(sid, user(f"the {WORD} merger closes on Friday"))
 
     asyncio.run(seed())
-    with viewer(db, tmp_path) as address:
+    with served(db, tmp_path) as (address, _):
         html = _PAGE.format(viewer=address, viewer_json=json.dumps(address), word=WORD)
         with page_elsewhere(host, html) as elsewhere:
             browser.get("about:blank")

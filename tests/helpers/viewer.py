@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +21,31 @@ from sessiondb import SessionStore
 from sessiondb.viewer import create_app
 
 ORIGIN = "http://127.0.0.1:8800"
+
+
+@contextmanager
+def served(db_url: str, cwd: Path, *extra: str) -> Iterator[tuple[str, int]]:
+    """``sessiondb serve`` in a process of its own, as an operator runs it: the address it
+    prints and its process id. On leaving, the process is stopped by SIGTERM (uvicorn
+    stops, the store closes) and must not have printed a traceback or an error."""
+    command = [sys.executable, "-m", "sessiondb", "--db", db_url, "serve", "--port", "0", *extra]
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("sessiondb viewer"), (line, process.stderr and process.stderr.read())
+        yield line.rsplit(" ", 1)[1].strip(), process.pid
+    finally:
+        process.terminate()
+        try:
+            _, errors = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, errors = process.communicate(timeout=10)
+    assert "Traceback" not in errors and "ERROR" not in errors, errors
+
 
 # The tags and attributes the viewer adds to the export's.
 VIEWER_ALLOWED = {
