@@ -77,9 +77,10 @@ def split_rows(rows: Iterable[tuple[int, int, str | None]]) -> ContextRows:
             head = seq
         elif part == 1:
             compaction = payload
-        else:
+        elif part == 3:
             assert payload is not None
             prunes.append((seq, payload))
+        # parts 4 and 5 (an encrypted store's read): rows read to be checked, not shown
     # The statement does not sort (see statements.context): its rows come in seq order
     # from the index for one session, not always along a fork's lineage. A C-level check
     # (~8 µs for 200 seqs) is cheaper than the SQL sort it replaces (~25 µs).

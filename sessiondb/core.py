@@ -38,6 +38,7 @@ from .errors import (
     SessionDBError,
     SessionNotFoundError,
 )
+from .keyring import Keyring
 from .lazy import lazy_modules
 from .models import Message, Record, SessionInfo
 from .rows import (
@@ -47,7 +48,7 @@ from .rows import (
     records_from_rows,
     session_info,
 )
-from .sealing import Keyring, PlainGuard, SealedBackend
+from .sealing import PlainGuard, SealedBackend
 from .telemetry import StoreTelemetry
 from .validation import check_record_size, strict_int
 
@@ -552,6 +553,7 @@ class Core:
             to_seq=to_seq,
             extra_columns=("target_seq",),
             flavour=self.flavour,
+            sealed=self.encrypted,
         )
         return await tx.fetch(bound)
 
@@ -568,6 +570,7 @@ class Core:
             from_seq=from_seq,
             to_seq=to_seq,
             flavour=self.flavour,
+            sealed=self.encrypted,
         )
         return _seq_messages(await tx.fetch(bound))
 

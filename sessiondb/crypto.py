@@ -13,6 +13,14 @@ A sealed value is text (the columns are TEXT)::
 (:func:`row_context`): the namespace, the session id, the column and, for a record, its
 seq; a ciphertext copied into another row, session or namespace fails authentication.
 
+A record's associated data also holds the columns that decide what the session's context
+is (:func:`record_context`: kind, role, ``target_seq``, ``first_kept_seq``; a prune's seqs
+are in its sealed payload), and each session has a sealed ``lineage_seal`` whose
+associated data is its parent and fork point (:func:`lineage_context`): a changed column
+fails authentication like a changed ciphertext. Data keys made before this binding (their
+wrap context is :data:`UNBOUND_KEY_CONTEXT`'s) may hold values bound to their place only;
+``sessiondb.sealing`` says how those read.
+
 ``cryptography`` is imported on first use (``pip install 'sessiondb[crypto]'``);
 ``import sessiondb`` never imports it.
 """
@@ -66,11 +74,18 @@ def new_data_key() -> bytes:
     return secrets.token_bytes(KEY_BYTES)
 
 
-def wrap_context(namespace: str, version: int) -> bytes:
-    """The associated data of a wrapped data key: which namespace's, which version."""
-    return f"sessiondb-dek/1|{len(namespace)}:{namespace}|{version}".encode(
-        "utf-8", "surrogatepass"
-    )
+#: The wrap context's tag of a data key whose values bind their structure (made by this
+#: release or later), and of one made before (whose values may be bound to their place
+#: only). The tag is authenticated with the key: SQL cannot turn one into the other.
+BOUND_KEY_CONTEXT = "sessiondb-dek/2"
+UNBOUND_KEY_CONTEXT = "sessiondb-dek/1"
+
+
+def wrap_context(namespace: str, version: int, bound: bool = True) -> bytes:
+    """The associated data of a wrapped data key: which namespace's, which version, and
+    whether its values bind their structure (``bound``)."""
+    tag = BOUND_KEY_CONTEXT if bound else UNBOUND_KEY_CONTEXT
+    return f"{tag}|{len(namespace)}:{namespace}|{version}".encode("utf-8", "surrogatepass")
 
 
 def row_context(namespace: str, session_id: str, column: str, seq: int | None = None) -> bytes:
@@ -79,6 +94,52 @@ def row_context(namespace: str, session_id: str, column: str, seq: int | None = 
     if seq is not None:
         where += f"|{seq}"
     return where.encode("utf-8", "surrogatepass")
+
+
+def _field(value: object) -> str:
+    """One field of an associated data, unambiguous (length-prefixed; ``-`` for NULL)."""
+    if value is None:
+        return "-"
+    text = str(value)
+    return f"{len(text)}:{text}"
+
+
+def record_context(
+    namespace: str,
+    session_id: str,
+    seq: int,
+    kind: str,
+    role: str | None,
+    target_seq: int | None,
+    first_kept_seq: int | None,
+) -> bytes:
+    """The associated data of a record's payload: its place and the columns that decide
+    what the context is (a changed ``kind``, ``role``, ``target_seq`` or
+    ``first_kept_seq`` fails authentication)."""
+    structure = "|".join(
+        _field(v)
+        for v in (
+            kind,
+            role,
+            None if target_seq is None else int(target_seq),
+            None if first_kept_seq is None else int(first_kept_seq),
+        )
+    )
+    return (
+        row_context(namespace, session_id, "payload", seq)
+        + b"|"
+        + structure.encode("utf-8", "surrogatepass")
+    )
+
+
+def lineage_context(
+    namespace: str, session_id: str, parent_id: str | None, fork_seq: int | None
+) -> bytes:
+    """The associated data of a session's ``lineage_seal`` (an empty plaintext): its
+    parent and fork point (``None`` for a session that is no fork)."""
+    fork = None if fork_seq is None else int(fork_seq)
+    where = f"|{_field(parent_id)}|{_field(fork)}"
+    return row_context(namespace, session_id, "lineage") + where.encode("utf-8", "surrogatepass")
 
 
 def seal(cipher: Any, version: int, plaintext: str, context: bytes) -> str:

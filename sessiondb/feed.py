@@ -389,6 +389,7 @@ async def watch(core: Core, session_id: str, from_seq: int | None) -> AsyncGener
                 from_seq=waiter.seen + 1,
                 limit=PAGE,
                 flavour=core.flavour,
+                sealed=core.encrypted,
             )
             try:
                 rows = await core.backend.fetch(bound)

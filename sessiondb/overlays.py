@@ -81,6 +81,7 @@ async def append_prune(
                 from_seq=chosen[0],
                 to_seq=chosen[-1],
                 flavour=core.flavour,
+                sealed=core.encrypted,
             )
         )
         live = {int(r["seq"]) for r in results}
@@ -177,7 +178,7 @@ async def clear(core: Core, session_id: str) -> Record | None:
 async def _tail(core: Core, tx: Transaction, session_id: str) -> ctx.ContextRows:
     """The context's last message, or its compaction when it has no message."""
     return ctx.split_rows(
-        await tx.fetch(q.context_tail(session_id, core.namespace, core.flavour, 1))
+        await tx.fetch(q.context_tail(session_id, core.namespace, core.flavour, 1, core.encrypted))
     )
 
 

@@ -4,14 +4,29 @@ opens what it reads, so that nothing above it (core, features, the decode path) 
 :class:`SealedBackend` wraps the store's backend when the store has a key provider
 (``SessionStore.open(url, encryption=provider)``):
 
-- writes: a record's ``payload`` is sealed with its session id and seq as associated
+- writes: a record's ``payload`` is sealed with its session id, seq and structure (kind,
+  role, ``target_seq``, ``first_kept_seq``: :func:`crypto.record_context`) as associated
   data (an append locks the session's head first, to know the seqs it will get); a
   session's ``name``, ``system_prompt_override`` and ``metadata_json`` with its id and the
-  column's name. Every statement that writes them is known
+  column's name, and its ``lineage_seal`` (an empty plaintext) with its parent and fork
+  point. Every statement that writes them is known
   (:func:`statements.sealed_session_params`, the appends, the bulk inserts).
 - reads: every row of a statement that selects one of those columns comes back with the
-  plaintext in its place, found by the statement's column names; columns named
-  ``sealed_*`` (the row's identity, selected for this only) are dropped.
+  plaintext in its place, found by the statement's column names; a payload is opened
+  with the structure columns of its row (a statement that reads payloads without them
+  is refused), a ``lineage_seal`` checked against the row's parent and fork point.
+  Columns named ``sealed_*`` (the row's identity and structure, selected for this only)
+  are dropped. The statements that decide what a context or a record listing holds by
+  these columns also read every row whose columns they trusted
+  (:func:`statements.context` with ``sealed``, :func:`statements.lineage_structure`), so
+  that a changed column fails to open rather than changing what is shown.
+
+Values bound before this binding (sealed by a data key whose wrap context is
+:data:`crypto.UNBOUND_KEY_CONTEXT`'s, sessions without ``lineage_seal``) read as before,
+bound to their place only, until the namespace has a completed data key of the bound kind
+(``rotate_keys(reencrypt=True)`` makes one and moves every row to it); from then on, or
+from the start for a sessions without a seal once the namespace has any bound key, they
+are refused with a :class:`DecryptionError` that says to run the rotation.
 
 :class:`Keyring` holds the namespace's data keys, unwrapped by the provider;
 :func:`rotate` re-wraps them and, asked to, re-encrypts the rows. A store without a
@@ -21,25 +36,21 @@ then steps aside.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
-import time
+import functools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import crypto, shapes
-from .backends.base import Backend, IntegrityViolation, Row, Transaction, retrying
+from .backends.base import Backend, Row, Transaction, retrying
 from .errors import (
     ConfigurationError,
     DecryptionError,
     EncryptedNamespaceError,
     EncryptionError,
-    SessionDBError,
 )
+from .keyring import Keyring, UnknownKeyVersion
 from .lazy import lazy_modules
 
 if TYPE_CHECKING:  # imported when first used: SQLAlchemy's (start-up rule in sessiondb/cli.py)
@@ -52,134 +63,8 @@ else:
 
 T = TypeVar("T")
 
-# Seconds between re-reads of the key table: how soon a store sees a data key another
-# process added (``rotate_keys(reencrypt=True)``) and seals with it.
-KEYRING_REFRESH = 60.0
 # Optimistic appends tried before one that locks the head (a busy session's writers).
 OPTIMISTIC_TRIES = 3
-
-
-class UnknownKeyVersion(Exception):
-    """A value sealed by a data key version the keyring has not loaded (yet)."""
-
-
-class Keyring:
-    """One namespace's data keys, unwrapped, by version; the highest seals."""
-
-    def __init__(self, provider: crypto.KeyProvider, namespace: str) -> None:
-        if not isinstance(provider, crypto.KeyProvider):
-            raise ConfigurationError(
-                "encryption must be a sessiondb.crypto.KeyProvider (wrap, unwrap, "
-                f"current_key_id), got {type(provider).__name__}"
-            )
-        self.provider = provider
-        self.namespace = namespace
-        self.ciphers: dict[int, Any] = {}
-        self.current = 0
-        self.keys: dict[int, bytes] = {}
-        self.completed: dict[int, bool] = {}
-        self.master_key_ids: dict[int, str] = {}
-        self._wrapped: dict[int, str] = {}
-        self._loaded_at: float | None = None
-
-    async def ready(self, backend: Backend) -> None:
-        """Load the keys on first use and once every :data:`KEYRING_REFRESH` seconds;
-        make the namespace's first data key if it has none."""
-        if self._loaded_at is not None and time.monotonic() - self._loaded_at < KEYRING_REFRESH:
-            return
-        await self.load(backend)
-        if not self.ciphers:
-            await self._create(backend)
-
-    async def load(self, backend: Backend) -> None:
-        rows = await backend.fetch(shapes.data_keys_of(self.namespace))
-        for version, master_key_id, wrapped, completed_at in rows:
-            if self._wrapped.get(version) != wrapped:
-                key = await self.unwrap(version, master_key_id, wrapped)
-                self.ciphers[version] = crypto.aes_gcm(key)
-                self.keys[version] = key
-                self._wrapped[version] = wrapped
-            self.master_key_ids[version] = master_key_id
-            self.completed[version] = completed_at is not None
-        self.current = max(self.ciphers, default=0)
-        self._loaded_at = time.monotonic()
-
-    async def unwrap(self, version: int, master_key_id: str, wrapped: str) -> bytes:
-        try:
-            raw = base64.b64decode(wrapped, validate=True)
-        except (binascii.Error, ValueError):
-            raise DecryptionError(
-                f"namespace {self.namespace!r}: data key {version} is not base64 (tampered?)"
-            ) from None
-        context = crypto.wrap_context(self.namespace, version)
-        key = await _provider_call(
-            self.provider.unwrap(master_key_id, raw, context),
-            f"namespace {self.namespace!r}: unwrapping data key {version}",
-        )
-        if not isinstance(key, bytes) or len(key) != crypto.KEY_BYTES:
-            raise DecryptionError(
-                f"namespace {self.namespace!r}: the key provider gave data key {version} "
-                "back with the wrong length"
-            )
-        return key
-
-    async def wrap(self, version: int, key: bytes) -> tuple[str, str]:
-        """``(master key id, wrapped text)`` of ``key`` under the provider's current key."""
-        master = self.provider.current_key_id
-        context = crypto.wrap_context(self.namespace, version)
-        wrapped = await _provider_call(
-            self.provider.wrap(master, key, context),
-            f"namespace {self.namespace!r}: wrapping data key {version}",
-        )
-        return master, base64.b64encode(wrapped).decode("ascii")
-
-    async def _create(self, backend: Backend) -> None:
-        if await backend.fetch(q.any_session(self.namespace)):
-            raise EncryptedNamespaceError(
-                f"namespace {self.namespace!r} holds unencrypted sessions; encryption is "
-                "set per namespace when it is empty: export the sessions and import them "
-                "into a store opened with encryption="
-            )
-        await self.add_key(backend, 1, completed=True)
-
-    def wrapped(self, version: int) -> str:
-        return self._wrapped[version]
-
-    async def add_key(self, backend: Backend, version: int, *, completed: bool = False) -> None:
-        """Store a new data key of ``version`` (a racing store's key wins), then reload."""
-        key = crypto.new_data_key()
-        master, wrapped = await self.wrap(version, key)
-        at = datetime.now(UTC)
-        # Another store that made this version first wins: its key is used.
-        with contextlib.suppress(IntegrityViolation):
-            await backend.execute(
-                q.insert_data_key(self.namespace, version, master, wrapped, at, completed)
-            )
-        await self.load(backend)
-
-    def seal(self, text: str, context: bytes) -> str:
-        return crypto.seal(self.ciphers[self.current], self.current, text, context)
-
-    def open(self, text: str, context: bytes) -> str:
-        version = crypto.envelope_version(text)
-        if version is None:
-            raise DecryptionError(
-                "not sessiondb ciphertext (an unencrypted value in an encrypted namespace?)"
-            )
-        cipher = self.ciphers.get(version)
-        if cipher is None:
-            raise UnknownKeyVersion(version)
-        return crypto.unseal(cipher, text, context)
-
-
-async def _provider_call(call: Any, what: str) -> Any:
-    """A key provider's coroutine; what it raises becomes an :class:`EncryptionError`."""
-    try:
-        return await call
-    except SessionDBError:
-        raise
-    except Exception as exc:
-        raise EncryptionError(f"{what}: the key provider failed: {exc!r}") from exc
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -197,6 +82,10 @@ class _Shape:
     session_id: int | None
     keep: tuple[int, ...] | None  # positions to keep when some are dropped
     row: type | None
+    # Positions of a payload's structure: kind, role, target_seq, first_kept_seq.
+    structure: tuple[int, int, int, int] | None = None
+    # A lineage seal: (seal, parent_id, fork_seq, whether NULL means "no lineage row").
+    lineage: tuple[int, int | None, int | None, bool] | None = None
 
 
 def _row_type(names: Sequence[str]) -> type:
@@ -233,7 +122,24 @@ def _shape(stmt: Any) -> _Shape | None:
         and any(p is tables.sessions.c[c.key] for p in c.proxy_set)
     )
     payload = names.index("payload") if "payload" in names else None
-    if payload is None and not session:
+
+    def at(name: str) -> int | None:
+        """A column by its ``sealed_`` name (selected for the opener) or its own."""
+        for n in (f"sealed_{name}", name):
+            if n in names:
+                return names.index(n)
+        return None
+
+    kind, role, target, first_kept = (at(n) for n in STRUCTURE)
+    structure = None
+    if kind is not None and role is not None and target is not None and first_kept is not None:
+        structure = (kind, role, target, first_kept)
+    lineage = None
+    if "sealed_lineage" in names or "lineage_seal" in names:
+        flagged = "sealed_lineage" in names
+        seal_at = names.index("sealed_lineage" if flagged else "lineage_seal")
+        lineage = (seal_at, at("parent_id"), at("fork_seq"), flagged)
+    if payload is None and not session and lineage is None:
         return None
     sid = names.index("sealed_sid") if "sealed_sid" in names else None
     if sid is None and "session_id" in names:
@@ -250,7 +156,13 @@ def _shape(stmt: Any) -> _Shape | None:
         session_id=names.index("id") if "id" in names else None,
         keep=keep,
         row=_row_type(kept),
+        structure=structure,
+        lineage=lineage,
     )
+
+
+#: The columns of a record that its payload's associated data binds, in that order.
+STRUCTURE = ("kind", "role", "target_seq", "first_kept_seq")
 
 
 class Opener:
@@ -288,12 +200,27 @@ class Opener:
                 raise EncryptionError(
                     "a statement reads sealed payloads without their session id and seq"
                 )
+            if shape.structure is None:
+                raise EncryptionError(
+                    "a statement reads sealed payloads without their structure "
+                    f"({', '.join(STRUCTURE)})"
+                )
             seq = int(values[shape.seq])
             raw = values[shape.payload]
             as_bytes = isinstance(raw, bytes | bytearray | memoryview)
             text = bytes(raw).decode("ascii", "replace") if as_bytes else raw
-            plain = self._open(text, crypto.row_context(ns, sid, "payload", seq), sid, seq)
+            kind, role, target, first_kept = (values[i] for i in shape.structure)
+            context = crypto.record_context(ns, sid, seq, kind, role, target, first_kept)
+            plain = self._open(
+                text,
+                context,
+                sid,
+                seq,
+                functools.partial(crypto.row_context, ns, sid, "payload", seq),
+            )
             values[shape.payload] = plain.encode("utf-8", "surrogatepass") if as_bytes else plain
+        if shape.lineage is not None:
+            self._check_lineage(shape, params, values)
         for i, column in shape.session:
             if values[i] is not None:
                 if shape.session_id is None:
@@ -305,20 +232,60 @@ class Opener:
         assert shape.row is not None
         return shape.row(values)
 
-    def open_text(self, text: str, context: bytes, sid: str, seq: int | None) -> str:
+    def _check_lineage(self, shape: _Shape, params: Mapping[str, Any], values: list[Any]) -> None:
+        """A row's ``lineage_seal`` against its parent and fork point: a session whose
+        parent or fork point was changed fails to open."""
+        assert shape.lineage is not None
+        seal_at, parent_at, fork_at, flagged = shape.lineage
+        seal = values[seal_at]
+        if flagged and seal is None:
+            return  # not a lineage row of the statement
+        sid = values[shape.sid] if flagged and shape.sid is not None else None
+        if sid is None and shape.session_id is not None:
+            sid = values[shape.session_id]
+        if sid is None or parent_at is None or fork_at is None:
+            raise EncryptionError("a statement reads lineage seals without id, parent and fork")
+        if not seal:
+            if self.keyring.reads_unsealed_sessions:
+                return  # a session sealed before the binding: read as before
+            raise DecryptionError(
+                f"session {sid}: cannot decrypt: its lineage is not sealed (written before "
+                "the structure binding, or the seal was removed); if this namespace was "
+                "written by an older sessiondb, run rotate_keys(reencrypt=True) to completion"
+            )
+        context = crypto.lineage_context(
+            self.keyring.namespace, sid, values[parent_at], values[fork_at]
+        )
+        self._open(seal, context, sid, None)
+
+    def open_text(
+        self,
+        text: str,
+        context: bytes,
+        sid: str,
+        seq: int | None,
+        unbound: Callable[[], bytes] | None = None,
+    ) -> str:
         """One sealed value's plaintext; a version the keyring lacks is a
         :class:`DecryptionError` here."""
         try:
-            return self._open(text, context, sid, seq)
+            return self._open(text, context, sid, seq, unbound)
         except UnknownKeyVersion as exc:
             raise DecryptionError(
                 f"session {sid}: sealed by data key {exc.args[0]}, which the namespace "
                 "does not have"
             ) from None
 
-    def _open(self, text: str, context: bytes, sid: str, seq: int | None) -> str:
+    def _open(
+        self,
+        text: str,
+        context: bytes,
+        sid: str,
+        seq: int | None,
+        unbound: Callable[[], bytes] | None = None,
+    ) -> str:
         try:
-            return self.keyring.open(text, context)
+            return self.keyring.open(text, context, unbound)
         except DecryptionError as exc:
             where = f"session {sid}" + ("" if seq is None else f" seq {seq}")
             raise DecryptionError(f"{where}: cannot decrypt: {exc}") from None
@@ -327,13 +294,25 @@ class Opener:
 # -- writing ------------------------------------------------------------------------------
 
 
+def structure_check(bound: q.Bound) -> q.Bound | None:
+    """The read that checks what a sealed :func:`statements.lineage_records` read trusted
+    (:func:`statements.lineage_structure`), or ``None`` for any other statement."""
+    stmt, params = bound
+    filtered = q.SEALED_LISTINGS.get(id(stmt))
+    if filtered is None:
+        return None
+    return q.lineage_structure(
+        params["sid"], params["ns"], filtered=filtered, from_seq=params.get("from_seq")
+    )
+
+
 def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:
     """The bound with the session columns it writes sealed (others unchanged)."""
     stmt, params = bound
     spec = q.sealed_session_params(shapes.statement_of(stmt))
     if spec is None:
         return bound
-    id_param, columns = spec
+    id_param, columns, lineage = spec
     sid = params[id_param]
     sealed = dict(params)
     for param, column in columns.items():
@@ -341,7 +320,16 @@ def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:
         if value is not None:
             context = crypto.row_context(keyring.namespace, sid, column)
             sealed[param] = keyring.seal(value, context)
+    if lineage is not None:
+        sealed[f"{lineage}lineage_seal"] = lineage_seal(
+            keyring, sid, params[f"{lineage}parent_id"], params[f"{lineage}fork_seq"]
+        )
     return stmt, sealed
+
+
+def lineage_seal(keyring: Keyring, sid: str, parent_id: str | None, fork_seq: int | None) -> str:
+    """A session's ``lineage_seal``: an empty plaintext bound to its parent and fork point."""
+    return keyring.seal("", crypto.lineage_context(keyring.namespace, sid, parent_id, fork_seq))
 
 
 def seal_table_rows(
@@ -351,16 +339,23 @@ def seal_table_rows(
     ns = keyring.namespace
     if table is tables.records:
         sid_i, seq_i, pay_i = map(q.RECORD_COLUMN_NAMES.index, ("session_id", "seq", "payload"))
+        structure = [q.RECORD_COLUMN_NAMES.index(n) for n in STRUCTURE]
         out = []
         for r in rows:
             values = list(r)
-            context = crypto.row_context(ns, values[sid_i], "payload", int(values[seq_i]))
+            kind, role, target, first_kept = (values[i] for i in structure)
+            context = crypto.record_context(
+                ns, values[sid_i], int(values[seq_i]), kind, role, target, first_kept
+            )
             values[pay_i] = keyring.seal(values[pay_i], context)
             out.append(tuple(values))
         return out
     if table is tables.sessions:
-        id_i = q.SESSION_COLUMN_NAMES.index("id")
-        at = [(q.SESSION_COLUMN_NAMES.index(n), n) for n in q.SEALED_SESSION_COLUMNS]
+        names = q.SESSION_COLUMN_NAMES
+        id_i, parent_i, fork_i, seal_i = map(
+            names.index, ("id", "parent_id", "fork_seq", "lineage_seal")
+        )
+        at = [(names.index(n), n) for n in q.SEALED_SESSION_COLUMNS]
         out = []
         for r in rows:
             values = list(r)
@@ -368,6 +363,7 @@ def seal_table_rows(
                 if values[i] is not None:
                     context = crypto.row_context(ns, values[id_i], column)
                     values[i] = keyring.seal(values[i], context)
+            values[seal_i] = lineage_seal(keyring, values[id_i], values[parent_i], values[fork_i])
             out.append(tuple(values))
         return out
     return list(rows)
@@ -382,8 +378,11 @@ def seal_append(
     if head.get("name") is not None:
         sealed_head["name"] = keyring.seal(head["name"], crypto.row_context(ns, sid, "name"))
     at, sealed = q.APPEND_COLUMN_NAMES.index("payload"), [list(r) for r in rows]
+    structure = [q.APPEND_COLUMN_NAMES.index(n) for n in STRUCTURE]
     for i, r in enumerate(sealed):
-        r[at] = keyring.seal(r[at], crypto.row_context(ns, sid, "payload", first + i))
+        kind, role, target, first_kept = (r[j] for j in structure)
+        context = crypto.record_context(ns, sid, first + i, kind, role, target, first_kept)
+        r[at] = keyring.seal(r[at], context)
     return sealed_head, [tuple(r) for r in sealed]
 
 
@@ -398,7 +397,11 @@ class SealedTransaction:
     async def fetch(self, bound: q.Bound) -> list[Row]:
         bound = seal_params(self._keyring, bound)
         rows = await self._inner.fetch(bound)
-        return self._opener.rows(bound, rows)
+        opened = self._opener.rows(bound, rows)
+        check = structure_check(bound)
+        if check is not None:
+            self._opener.rows(check, await self._inner.fetch(check))
+        return opened
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         # The seqs the rows get are in their associated data: lock the head to know them.
@@ -445,28 +448,34 @@ class SealedBackend:
         """The wrapped primary: key rows are read and written there."""
         return getattr(self.inner, "primary", self.inner)
 
-    async def _opened(self, bound: q.Bound, read: Callable[[], Any]) -> list[Row]:
-        rows = await read()
+    async def _opened(
+        self, bound: q.Bound, read: Callable[[q.Bound], Any], *, checked: bool = True
+    ) -> list[Row]:
+        rows = await read(bound)
         try:
-            return self.opener.rows(bound, rows)
+            opened = self.opener.rows(bound, rows)
         except UnknownKeyVersion:
             await self.keyring.load(self.primary_inner)  # a key newer than ours
             try:
-                return self.opener.rows(bound, rows)
+                opened = self.opener.rows(bound, rows)
             except UnknownKeyVersion as exc:
                 raise DecryptionError(
                     f"namespace {self.keyring.namespace!r}: a value is sealed by data key "
                     f"{exc.args[0]}, which the namespace does not have"
                 ) from None
+        check = structure_check(bound) if checked else None
+        if check is not None:  # opened to be checked, then dropped
+            await self._opened(check, read, checked=False)
+        return opened
 
     async def fetch(self, bound: q.Bound, *, plain: bool = False) -> list[Row]:
         await self._ready()
-        return await self._opened(bound, lambda: self.inner.fetch(bound, plain=plain))
+        return await self._opened(bound, lambda b: self.inner.fetch(b, plain=plain))
 
     async def execute(self, bound: q.Bound) -> list[Row]:
         await self._ready()
         sealed = seal_params(self.keyring, bound)
-        return await self._opened(sealed, lambda: self.inner.execute(sealed))
+        return await self._opened(sealed, self.inner.execute)
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         """Optimistic: read the head, seal for the seqs after it, append expecting it (two
@@ -517,123 +526,7 @@ class _Opening(SealedTransaction):
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
         sealed = seal_params(self._keyring, bound)
-        return await self._backend._opened(sealed, lambda: self._inner.fetch(sealed))
-
-
-# -- rotation -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RotationReport:
-    """What :func:`rotate` did."""
-
-    #: Data keys now wrapped by the provider's current master key that were not before.
-    rewrapped: int
-    #: The data key that seals new values.
-    current_version: int
-    #: The master key every data key of the namespace is wrapped by now.
-    master_key_id: str
-    #: Records and sessions moved to the current data key by this run.
-    records_resealed: int = 0
-    sessions_resealed: int = 0
-
-
-async def rotate(backend: Backend, *, reencrypt: bool, batch: int = 500) -> RotationReport:
-    """Re-wrap the namespace's data keys under the provider's current master key; with
-    ``reencrypt``, also move every record and session to a new data key, ``batch`` rows
-    per short transaction (appends go on meanwhile; new ones are sealed by the new key
-    once their store has loaded it). An interrupted re-encryption resumes where the
-    data key it was moving rows to is not yet complete, instead of making another."""
-    if not isinstance(backend, SealedBackend):
-        raise EncryptionError("rotating keys needs a store opened with encryption=")
-    keyring, raw = backend.keyring, backend.primary_inner
-    await keyring.ready(raw)
-    await keyring.load(raw)
-    rewrapped = 0
-    target = keyring.provider.current_key_id
-    for version in sorted(keyring.keys):
-        if keyring.master_key_ids[version] == target:
-            continue
-        master, wrapped = await keyring.wrap(version, keyring.keys[version])
-        done = await raw.execute(
-            q.rewrap_data_key(keyring.namespace, version, master, wrapped, keyring.wrapped(version))
-        )
-        rewrapped += bool(done)
-    await keyring.load(raw)
-    report = RotationReport(rewrapped, keyring.current, target)
-    if not reencrypt:
-        return report
-    if keyring.completed.get(keyring.current, True):
-        await keyring.add_key(raw, keyring.current + 1)
-    version = keyring.current
-    records_done = await _reseal_records(backend, version, batch)
-    sessions_done = await _reseal_sessions(backend, version, batch)
-    await raw.execute(q.complete_data_key(keyring.namespace, version, datetime.now(UTC)))
-    return RotationReport(
-        rewrapped, version, target, records_resealed=records_done, sessions_resealed=sessions_done
-    )
-
-
-async def _reseal_records(backend: SealedBackend, version: int, batch: int) -> int:
-    keyring, raw, ns = backend.keyring, backend.primary_inner, backend.keyring.namespace
-    after: tuple[str, int] | None = None
-    moved = 0
-    while True:
-        rows = await raw.fetch(q.namespace_records(ns, after=after, limit=batch))
-        if not rows:
-            return moved
-        after = (rows[-1]["session_id"], int(rows[-1]["seq"]))
-        changes = []
-        for r in rows:
-            old = r["payload"]
-            if crypto.envelope_version(old) == version:
-                continue
-            sid, seq = r["session_id"], int(r["seq"])
-            context = crypto.row_context(ns, sid, "payload", seq)
-            plain = backend.opener.open_text(old, context, sid, seq)
-            new = crypto.seal(keyring.ciphers[version], version, plain, context)
-            changes.append(q.reseal_record(sid, seq, new, old))
-        if changes:
-            moved += await _apply(raw, changes)
-
-
-async def _reseal_sessions(backend: SealedBackend, version: int, batch: int) -> int:
-    keyring, raw, ns = backend.keyring, backend.primary_inner, backend.keyring.namespace
-    after: str | None = None
-    moved = 0
-    while True:
-        rows = await raw.fetch(q.session_texts(ns, after, batch))
-        if not rows:
-            return moved
-        after = rows[-1]["id"]
-        changes = []
-        for r in rows:
-            sid = r["id"]
-            old = {n: r[n] for n in q.SEALED_SESSION_COLUMNS}
-            new = dict(old)
-            for column, text in old.items():
-                if text is not None and crypto.envelope_version(text) != version:
-                    context = crypto.row_context(ns, sid, column)
-                    plain = backend.opener.open_text(text, context, sid, None)
-                    new[column] = crypto.seal(keyring.ciphers[version], version, plain, context)
-            if new != old:
-                changes.append(q.reseal_session(sid, ns, new, old))
-        if changes:
-            moved += await _apply(raw, changes)
-
-
-async def _apply(raw: Backend, changes: list[q.Bound]) -> int:
-    """Run the compare-and-set updates in one short transaction; how many matched (a
-    value changed meanwhile is left for the next run)."""
-
-    async def once() -> int:
-        done = 0
-        async with raw.transaction() as tx:
-            for bound in changes:
-                done += bool(await tx.fetch(bound))
-        return done
-
-    return await retrying(once)
+        return await self._backend._opened(sealed, self._inner.fetch)
 
 
 # -- a store without keys -----------------------------------------------------------------

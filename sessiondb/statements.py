@@ -27,6 +27,7 @@ retention, import and export) share the private shape builders and constants abo
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Callable
 from datetime import datetime
@@ -73,6 +74,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
+from .kinds import KINDS
 from .shapes import POSTGRES as POSTGRES
 from .shapes import SHAPE_NAMES as SHAPE_NAMES
 from .shapes import SQLITE as SQLITE
@@ -432,15 +434,32 @@ def _latest_compaction(lin: CTE, tomb: CTE, *columns: Any) -> Select[Any]:
     )
 
 
+#: What a sealed read selects of each record beside its payload: the session that stores
+#: it and the columns its payload's associated data binds (sessiondb.sealing).
+SEALED_RECORD = (
+    records.c.session_id,
+    records.c.kind,
+    records.c.role,
+    records.c.target_seq,
+    records.c.first_kept_seq,
+)
+
+
 @_shape
 def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> CompoundSelect[Any]:
-    # ``sealed``: each row also names the session that stores it (``sealed_sid``), which
-    # an encrypted store needs to open the payload (sessiondb.sealing drops the column).
-    own: list[Any] = [records.c.session_id] if sealed else []
+    # ``sealed``: each row also names the session that stores it (``sealed_sid``) and its
+    # structure (``sealed_kind`` …), which an encrypted store needs to open the payload
+    # (sessiondb.sealing drops the columns); and the rows whose columns the statement
+    # trusts are read too (parts 4 and 5), so that a changed column fails to open.
+    own: list[Any] = list(SEALED_RECORD) if sealed else []
     lin = lineage()
     tomb = _tombstoned_seqs(lin).cte("tombstoned")
     compaction = _latest_compaction(
-        lin, tomb, records.c.seq, records.c.first_kept_seq, records.c.payload, *own
+        lin,
+        tomb,
+        records.c.seq,
+        records.c.payload,
+        *(own or [records.c.first_kept_seq]),
     ).cte("latest_compaction")
     first_kept = func.coalesce(select(compaction.c.first_kept_seq).scalar_subquery(), const(0))
     head = select(
@@ -448,14 +467,28 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
         lin.c.upto.label("seq"),
         null().label("payload"),
         # The union's columns take the first SELECT's names: sessiondb.sealing finds the
-        # storing session by this one, and drops it.
-        *([lin.c.id.label("sealed_sid")] if sealed else []),
+        # storing session and the structure by these, and drops them.
+        *(
+            [
+                lin.c.id.label("sealed_sid"),
+                # Typed: Postgres resolves a union's NULLs pairwise, two of them as text.
+                _null(Text()).label("sealed_kind"),
+                _null(Text()).label("sealed_role"),
+                _null(BigInteger()).label("sealed_target_seq"),
+                _null(BigInteger()).label("sealed_first_kept_seq"),
+                _null(Text()).label("sealed_lineage"),
+                _null(Text()).label("sealed_parent_id"),
+                _null(BigInteger()).label("sealed_fork_seq"),
+            ]
+            if sealed
+            else []
+        ),
     ).where(lin.c.depth == const(0))
     overlay = select(
         const(1),
         compaction.c.seq,
         compaction.c.payload,
-        *([compaction.c.session_id] if sealed else []),
+        *(_own(compaction, sealed)),
     )
     live: ColumnElement[bool] = records.c.seq.not_in(select(tomb.c.target_seq))
     if not lateral:
@@ -545,11 +578,129 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
     # temporary b-tree (~12% of the statement's time for 200 rows of ~700 bytes), and
     # the outer SELECT ran the union as a co-routine; sorting 200 seqs in Python, or
     # seeing that they are in order, costs ~10 µs.
-    return union_all(head, overlay, messages, prunes)
+    if not sealed:
+        return union_all(head, overlay, messages, prunes)
+    # Part 4: every record the choices above trusted a column of and did not read: each
+    # tombstone of the lineage, and each record that is not a message from the kept
+    # range on (a compaction, tombstone or message whose kind was changed shows here;
+    # one before the kept range changes nothing the context shows). Opened and dropped.
+    trusted = (
+        select(const(4), records.c.seq, records.c.payload, *own, *_NO_LINEAGE)
+        .select_from(records.join(lin, _in_lineage(lin)))
+        .where(
+            # By kind, not ``kind != 'message'``: a probe of the (session_id, kind, seq)
+            # index per kind instead of a read of every record of the lineage.
+            records.c.kind.in_([const(k) for k in KINDS if k != "message"]),
+            or_(records.c.seq >= first_kept, records.c.kind == const("tombstone")),
+        )
+    )
+    # Part 5: each lineage member's seal of its parent and fork point ('' when it has
+    # none: a session sealed before the binding).
+    owner = sessions.alias("owner")
+    lineages = select(
+        const(5),
+        lin.c.fork_seq,
+        null(),
+        lin.c.id,
+        null(),
+        null(),
+        null(),
+        null(),
+        func.coalesce(owner.c.lineage_seal, _text("")),
+        lin.c.parent_id,
+        lin.c.fork_seq,
+    ).select_from(lin.join(owner, and_(owner.c.id == lin.c.id, owner.c.namespace == NS)))
+    return union_all(
+        head,
+        overlay.add_columns(*_NO_LINEAGE),
+        messages.add_columns(*_NO_LINEAGE),
+        prunes.add_columns(*_NO_LINEAGE),
+        trusted,
+        lineages,
+    )
+
+
+def _null(type_: Any) -> ColumnElement[Any]:
+    return cast(null(), type_)
+
+
+_NO_LINEAGE = (_null(Text()), _null(Text()), _null(BigInteger()))
+
+#: The structure of a record that :data:`RECORD_READ` lacks, for a sealed read.
+SEALED_STRUCTURE = (
+    records.c.role.label("sealed_role"),
+    records.c.target_seq.label("sealed_target_seq"),
+    records.c.first_kept_seq.label("sealed_first_kept_seq"),
+)
+
+
+#: The sealed :func:`lineage_records` statements, by id: whether they filter by a
+#: structure column (tombstoned, superseded, kinds, roles).
+SEALED_LISTINGS: dict[int, bool] = {}
+
+
+def lineage_structure(
+    session_id: str, namespace: str, *, filtered: bool, from_seq: int | None
+) -> Bound:
+    """What an encrypted store reads beside a sealed :func:`lineage_records` read, to
+    check the columns it trusted: each lineage member's ``lineage_seal`` ('' when it has
+    none) with its parent and fork point; for a ``filtered`` read also every record from
+    ``from_seq`` on (a record whose column was changed to leave or enter the filter is
+    one of them: a tombstone, a compaction follows what it hides) and every tombstone
+    (one may name a later seq). Rows ``(seq, payload, sealed_*)``."""
+    if not filtered:
+        return _lineage_seals(), _scope(session_id, namespace)
+    return _lineage_structure(), _scope(session_id, namespace, from_seq=from_seq or 0)
+
+
+def _member_seals(lin: CTE) -> Select[Any]:
+    member = sessions.alias("member")
+    return select(
+        lin.c.fork_seq.label("seq"),
+        _null(Text()).label("payload"),
+        lin.c.id.label("sealed_sid"),
+        _null(Text()).label("sealed_kind"),
+        _null(Text()).label("sealed_role"),
+        _null(BigInteger()).label("sealed_target_seq"),
+        _null(BigInteger()).label("sealed_first_kept_seq"),
+        func.coalesce(member.c.lineage_seal, _text("")).label("sealed_lineage"),
+        lin.c.parent_id.label("sealed_parent_id"),
+        lin.c.fork_seq.label("sealed_fork_seq"),
+    ).select_from(lin.join(member, and_(member.c.id == lin.c.id, member.c.namespace == NS)))
+
+
+@_shape
+def _lineage_seals() -> Select[Any]:
+    return _member_seals(lineage())
+
+
+@_shape
+def _lineage_structure() -> CompoundSelect[Any]:
+    lin = lineage()
+    trusted = (
+        select(
+            records.c.seq,
+            records.c.payload,
+            records.c.session_id.label("sealed_sid"),
+            records.c.kind.label("sealed_kind"),
+            *SEALED_STRUCTURE,
+            null().label("sealed_lineage"),
+            null().label("sealed_parent_id"),
+            null().label("sealed_fork_seq"),
+        )
+        .select_from(records.join(lin, _in_lineage(lin)))
+        .where(
+            or_(
+                records.c.seq >= bindparam("from_seq", type_=BigInteger()),
+                records.c.kind == const("tombstone"),
+            )
+        )
+    )
+    return union_all(_member_seals(lin), trusted)
 
 
 def _own(sub: Any, sealed: bool) -> list[Any]:
-    return [sub.c.session_id] if sealed else []
+    return [sub.c[c.name] for c in SEALED_RECORD] if sealed else []
 
 
 # -- records along the lineage ------------------------------------------------------------
@@ -569,6 +720,7 @@ def lineage_records(
     limit: int | None = None,
     extra_columns: tuple[str, ...] = (),
     flavour: str | None = None,
+    sealed: bool = False,
 ) -> Bound:
     """Stored records along the lineage, in seq order, filtered as asked.
 
@@ -576,8 +728,12 @@ def lineage_records(
     table. ``kinds`` and ``roles`` must be sessiondb's own names (they are rendered
     inline). ``flavour``: the database's (:data:`POSTGRES` reads each lineage member by
     its own index range; any other, or none, by a join that SQLite plans by index).
+    ``sealed``: the rows also carry the structure an encrypted store opens the payloads
+    with (``sealed_*`` columns, which it drops), and that store checks the records the
+    filters trusted by :func:`lineage_structure`.
     """
-    stmt = _lineage_records(
+    build = functools.partial(
+        _lineage_records,
         include_tombstoned,
         include_superseded,
         kinds,
@@ -589,6 +745,12 @@ def lineage_records(
         extra_columns,
         flavour == POSTGRES,
     )
+    if sealed:
+        stmt = build(sealed=True)
+        filtered = not (include_tombstoned and include_superseded) or bool(kinds or roles)
+        SEALED_LISTINGS[id(stmt)] = filtered
+    else:
+        stmt = build()
     params = _scope(session_id, namespace)
     if from_seq is not None:
         params["from_seq"] = from_seq
@@ -609,9 +771,14 @@ def _lineage_records(
     limit: int | None,
     extra_columns: tuple[str, ...],
     lateral: bool = False,
+    sealed: bool = False,
 ) -> Select[Any]:
     lin = lineage()
-    columns = [*RECORD_READ, *(records.c[name] for name in extra_columns)]
+    columns = [
+        *RECORD_READ,
+        *(records.c[name] for name in extra_columns),
+        *(SEALED_STRUCTURE if sealed else ()),
+    ]
     tomb = _tombstoned_seqs(lin).cte("tombstoned")
     where: list[ColumnElement[bool]] = []
     if not include_tombstoned:
@@ -1244,6 +1411,7 @@ def namespace_records(
     limit: int,
     every: bool = False,
     flavour: str | None = None,
+    sealed: bool = False,
 ) -> Bound:
     """A keyset batch of the namespace's own records (not a fork's inherited ones), in
     ``(session_id, seq)`` order, with the columns of :data:`RECORD_READ`; pass the last
@@ -1257,12 +1425,17 @@ def namespace_records(
     so the batch reads the table in key order with no check of each row's namespace (a
     sixth of a SQLite export's reading). A caller that cannot rule out a session of
     another namespace made since must pass over rows of sessions it does not know.
+
+    ``sealed``: the rows also carry the structure the payloads are sealed with
+    (:data:`SEALED_STRUCTURE`).
     """
     params: dict[str, Any] = {"limit": limit}
     if not every:
         params["ns"] = namespace
     if after is not None:
         params["after_sid"], params["after_seq"] = after
+    if sealed:
+        return _namespace_records(after is not None, every, flavour, sealed=True), params
     return _namespace_records(after is not None, every, flavour), params
 
 
@@ -1296,7 +1469,7 @@ def payload_bytes(flavour: str) -> ColumnElement[Any]:
 
 @_shape
 def _namespace_records(
-    has_after: bool, every: bool = False, flavour: str | None = None
+    has_after: bool, every: bool = False, flavour: str | None = None, sealed: bool = False
 ) -> Select[Any]:
     r, s = records.c, sessions.c
     # Driven by the records' primary key from the keyset on, the namespace checked per
@@ -1308,7 +1481,7 @@ def _namespace_records(
         select(literal_column("1")).where(s.id == r.session_id, s.namespace == NS).exists()
     )
     columns = RECORD_READ if flavour is None else (*RECORD_READ[:-1], payload_bytes(flavour))
-    stmt = select(*columns)
+    stmt = select(*columns, *(SEALED_STRUCTURE if sealed else ()))
     if not every:
         stmt = stmt.where(in_namespace)
     if has_after:
@@ -1997,6 +2170,8 @@ _RESEAL_RECORD = (
 
 #: The session columns an encrypted store seals, each bound to its row by the id.
 SEALED_SESSION_COLUMNS = ("name", "system_prompt_override", "metadata_json")
+#: What re-encryption rewrites of a session: those and the seal of its lineage.
+RESEALED_SESSION_COLUMNS = (*SEALED_SESSION_COLUMNS, "lineage_seal")
 
 
 def session_texts(namespace: str, after: str | None, limit: int) -> Bound:
@@ -2006,7 +2181,12 @@ def session_texts(namespace: str, after: str | None, limit: int) -> Bound:
 
 
 _SESSION_TEXTS = (
-    select(sessions.c.id, *[sessions.c[n] for n in SEALED_SESSION_COLUMNS])
+    select(
+        sessions.c.id,
+        *[sessions.c[n] for n in RESEALED_SESSION_COLUMNS],
+        sessions.c.parent_id,
+        sessions.c.fork_seq,
+    )
     .where(sessions.c.namespace == NS, sessions.c.id > bindparam("after", type_=Id))
     .order_by(sessions.c.id)
     .limit(bindparam("limit", type_=BigInteger()))
@@ -2019,7 +2199,7 @@ def reseal_session(
     """Replace the sealed columns of a session if they are still ``old``; returns ``id``
     when they were."""
     params = _scope(session_id, namespace)
-    for n in SEALED_SESSION_COLUMNS:
+    for n in RESEALED_SESSION_COLUMNS:
         params[f"new_{n}"] = new[n]
         params[f"old_{n}"] = old[n]
     return _RESEAL_SESSION, params
@@ -2032,29 +2212,31 @@ _RESEAL_SESSION = (
         sessions.c.namespace == NS,
         *[
             sessions.c[n].is_not_distinct_from(bindparam(f"old_{n}", type_=Text()))
-            for n in SEALED_SESSION_COLUMNS
+            for n in RESEALED_SESSION_COLUMNS
         ],
     )
-    .values({n: bindparam(f"new_{n}", type_=Text()) for n in SEALED_SESSION_COLUMNS})
+    .values({n: bindparam(f"new_{n}", type_=Text()) for n in RESEALED_SESSION_COLUMNS})
     .returning(sessions.c.id)
 )
 
 
-def sealed_session_params(stmt: Any) -> tuple[str, dict[str, str]] | None:
+def sealed_session_params(stmt: Any) -> tuple[str, dict[str, str], str | None] | None:
     """For a statement that writes sealed session columns: the parameter holding the
-    session's id and ``{parameter: column}`` of those columns; ``None`` for any other.
+    session's id, ``{parameter: column}`` of those columns, and the prefix of the
+    parameters ``parent_id``, ``fork_seq`` and ``lineage_seal`` when it writes the
+    lineage (``None`` when not); ``None`` for any other statement.
     (The appends' head bump is the encrypting backend's own business: ``name``.)"""
     by_name = {n: n for n in SEALED_SESSION_COLUMNS}
     if stmt is insert_rows(sessions.name) or any(
         stmt is _insert_keyed_session(f) for f in (POSTGRES, SQLITE)
     ):
-        return "id", by_name
+        return "id", by_name, ""
     if stmt is _RENAME:
-        return "sid", {"name": "name"}
+        return "sid", {"name": "name"}, None
     if stmt is _SET_METADATA:
-        return "sid", {"meta": "metadata_json"}
+        return "sid", {"meta": "metadata_json"}, None
     if stmt is _UPDATE_SESSION_ROW:
-        return "id_", {f"v_{n}": n for n in SEALED_SESSION_COLUMNS}
+        return "id_", {f"v_{n}": n for n in SEALED_SESSION_COLUMNS}, "v_"
     return None
 
 

@@ -35,8 +35,8 @@ from .models import (
     SessionInfo,
     SessionPage,
 )
+from .rotation import RotationReport, rotate
 from .rows import new_session_row, records_from_rows, session_info, session_page, utc
-from .sealing import RotationReport, rotate
 from .validation import (
     MAX_NAME_CHARS,
     bounded_text,
@@ -604,6 +604,7 @@ class SessionStore(FeatureFunctions):
             from_seq=from_seq,
             to_seq=to_seq,
             flavour=self._core.flavour,
+            sealed=self._core.encrypted,
         )
         rows = await self._core.backend.fetch(bound)
         if not rows:

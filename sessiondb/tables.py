@@ -132,6 +132,10 @@ sessions = Table(
     # per namespace, compared exactly (TEXT, no collation: case and trailing spaces
     # count). NULL for sessions without one; a unique index never collides on NULLs.
     Column("key", Text),
+    # An encrypted namespace's sessions: an AES-GCM tag bound to parent_id and fork_seq
+    # (sessiondb.crypto.lineage_context), so that a changed parent fails to open. NULL in
+    # a plain namespace. Revision 0010.
+    Column("lineage_seal", Text),
     PrimaryKeyConstraint("id"),
     CheckConstraint("source IN ('interactive', 'cron')", name="source"),
     CheckConstraint("(parent_id IS NULL) = (fork_seq IS NULL)", name="fork_point"),

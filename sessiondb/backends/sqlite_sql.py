@@ -45,7 +45,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.id = ? AND sessiondb_sessions.namespace = ?"
         ),
@@ -72,8 +72,8 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "lineage.id AND sessiondb_records.seq <= lineage.upto \n"
             "WHERE sessiondb_records.kind = 'tombstone'), \n"
             "latest_compaction AS \n"
-            "(SELECT sessiondb_records.seq AS seq, sessiondb_records.first_kept_seq "
-            "AS first_kept_seq, sessiondb_records.payload AS payload \n"
+            "(SELECT sessiondb_records.seq AS seq, sessiondb_records.payload AS "
+            "payload, sessiondb_records.first_kept_seq AS first_kept_seq \n"
             "FROM sessiondb_records JOIN lineage ON sessiondb_records.session_id = "
             "lineage.id AND sessiondb_records.seq <= lineage.upto \n"
             "WHERE sessiondb_records.kind = 'compaction' AND (sessiondb_records.seq "
@@ -125,9 +125,11 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "lineage.id AND sessiondb_records.seq <= lineage.upto \n"
             "WHERE sessiondb_records.kind = 'tombstone'), \n"
             "latest_compaction AS \n"
-            "(SELECT sessiondb_records.seq AS seq, sessiondb_records.first_kept_seq "
-            "AS first_kept_seq, sessiondb_records.payload AS payload, "
-            "sessiondb_records.session_id AS session_id \n"
+            "(SELECT sessiondb_records.seq AS seq, sessiondb_records.payload AS "
+            "payload, sessiondb_records.session_id AS session_id, "
+            "sessiondb_records.kind AS kind, sessiondb_records.role AS role, "
+            "sessiondb_records.target_seq AS target_seq, "
+            "sessiondb_records.first_kept_seq AS first_kept_seq \n"
             "FROM sessiondb_records JOIN lineage ON sessiondb_records.session_id = "
             "lineage.id AND sessiondb_records.seq <= lineage.upto \n"
             "WHERE sessiondb_records.kind = 'compaction' AND (sessiondb_records.seq "
@@ -135,12 +137,24 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "FROM tombstoned)) ORDER BY sessiondb_records.seq DESC\n"
             " LIMIT 1 OFFSET ?)\n"
             " SELECT 0 AS part, lineage.upto AS seq, NULL AS payload, lineage.id AS "
-            "sealed_sid \n"
+            "sealed_sid, CAST(NULL AS TEXT) AS sealed_kind, CAST(NULL AS TEXT) AS "
+            "sealed_role, CAST(NULL AS BIGINT) AS sealed_target_seq, CAST(NULL AS "
+            "BIGINT) AS sealed_first_kept_seq, CAST(NULL AS TEXT) AS sealed_lineage, "
+            "CAST(NULL AS TEXT) AS sealed_parent_id, CAST(NULL AS BIGINT) AS "
+            "sealed_fork_seq \n"
             "FROM lineage \n"
             "WHERE lineage.depth = 0 UNION ALL SELECT 1, latest_compaction.seq, "
-            "latest_compaction.payload, latest_compaction.session_id \n"
+            "latest_compaction.payload, latest_compaction.session_id, "
+            "latest_compaction.kind, latest_compaction.role, "
+            "latest_compaction.target_seq, latest_compaction.first_kept_seq, "
+            "CAST(NULL AS TEXT) AS anon_3, CAST(NULL AS TEXT) AS anon__1, CAST(NULL "
+            "AS BIGINT) AS anon__2 \n"
             "FROM latest_compaction UNION ALL SELECT 2, sessiondb_records.seq, "
-            "sessiondb_records.payload, sessiondb_records.session_id \n"
+            "sessiondb_records.payload, sessiondb_records.session_id, "
+            "sessiondb_records.kind, sessiondb_records.role, "
+            "sessiondb_records.target_seq, sessiondb_records.first_kept_seq, "
+            "CAST(NULL AS TEXT) AS anon_3, CAST(NULL AS TEXT) AS anon__1, CAST(NULL "
+            "AS BIGINT) AS anon__2 \n"
             "FROM sessiondb_records JOIN lineage ON sessiondb_records.session_id = "
             "lineage.id AND sessiondb_records.seq <= lineage.upto \n"
             "WHERE sessiondb_records.kind = 'message' AND sessiondb_records.seq >= "
@@ -150,14 +164,35 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "FROM tombstoned)) OR (sessiondb_records.seq NOT IN (SELECT "
             "tombstoned.target_seq \n"
             "FROM tombstoned))) UNION ALL SELECT 3, sessiondb_records.seq, "
-            "sessiondb_records.payload, sessiondb_records.session_id \n"
+            "sessiondb_records.payload, sessiondb_records.session_id, "
+            "sessiondb_records.kind, sessiondb_records.role, "
+            "sessiondb_records.target_seq, sessiondb_records.first_kept_seq, "
+            "CAST(NULL AS TEXT) AS anon_3, CAST(NULL AS TEXT) AS anon__1, CAST(NULL "
+            "AS BIGINT) AS anon__2 \n"
             "FROM sessiondb_records JOIN lineage ON sessiondb_records.session_id = "
             "lineage.id AND sessiondb_records.seq <= lineage.upto \n"
             "WHERE sessiondb_records.kind = 'prune' AND (sessiondb_records.seq NOT "
             "IN (SELECT tombstoned.target_seq \n"
-            "FROM tombstoned))"
+            "FROM tombstoned)) UNION ALL SELECT 4, sessiondb_records.seq, "
+            "sessiondb_records.payload, sessiondb_records.session_id, "
+            "sessiondb_records.kind, sessiondb_records.role, "
+            "sessiondb_records.target_seq, sessiondb_records.first_kept_seq, "
+            "CAST(NULL AS TEXT) AS anon_3, CAST(NULL AS TEXT) AS anon__1, CAST(NULL "
+            "AS BIGINT) AS anon__2 \n"
+            "FROM sessiondb_records JOIN lineage ON sessiondb_records.session_id = "
+            "lineage.id AND sessiondb_records.seq <= lineage.upto \n"
+            "WHERE sessiondb_records.kind IN ('compaction', 'tombstone', 'entry', "
+            "'prune') AND (sessiondb_records.seq >= coalesce((SELECT "
+            "latest_compaction.first_kept_seq \n"
+            "FROM latest_compaction), 0) OR sessiondb_records.kind = 'tombstone') "
+            "UNION ALL SELECT 5, lineage.fork_seq, NULL AS anon_3, lineage.id, NULL "
+            "AS anon__3, NULL AS anon__4, NULL AS anon__5, NULL AS anon__6, "
+            "coalesce(owner.lineage_seal, '') AS coalesce_1, lineage.parent_id, "
+            "lineage.fork_seq AS fork_seq__1 \n"
+            "FROM lineage JOIN sessiondb_sessions AS owner ON owner.id = lineage.id "
+            "AND owner.namespace = ?"
         ),
-        ("sid", "ns", "param_1"),
+        ("sid", "ns", "param_1", "ns"),
         {"sid": None, "ns": None, "param_1": 0},
     ),
     "_context_texts()": (
@@ -368,7 +403,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' ORDER BY sessiondb_sessions.last_message_at DESC, "
@@ -390,9 +425,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -417,7 +452,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' AND sessiondb_sessions.parent_id = ? ORDER BY "
@@ -439,9 +474,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -466,7 +501,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' ORDER BY sessiondb_sessions.last_message_at DESC, "
@@ -488,9 +523,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -515,7 +550,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' AND sessiondb_sessions.parent_id = ? ORDER BY "
@@ -537,9 +572,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -564,7 +599,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? ORDER BY "
             "sessiondb_sessions.last_message_at DESC, sessiondb_sessions.id DESC\n"
@@ -585,9 +620,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -611,7 +646,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.parent_id "
             "= ? ORDER BY sessiondb_sessions.last_message_at DESC, "
@@ -633,9 +668,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -660,7 +695,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' AND (sessiondb_sessions.last_message_at, sessiondb_sessions.id) "
@@ -683,9 +718,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -711,7 +746,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' AND sessiondb_sessions.parent_id = ? AND "
@@ -742,9 +777,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -778,7 +813,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' AND (sessiondb_sessions.last_message_at, "
@@ -801,9 +836,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -829,7 +864,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' AND sessiondb_sessions.parent_id = ? AND "
@@ -860,9 +895,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -896,7 +931,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND "
             "(sessiondb_sessions.last_message_at, sessiondb_sessions.id) < (?, ?) "
@@ -919,9 +954,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -947,7 +982,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key" \n'
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.parent_id "
             "= ? AND (sessiondb_sessions.last_message_at, sessiondb_sessions.id) < "
@@ -977,9 +1012,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -1012,9 +1047,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
-            "sessiondb_turns.acquired_at AS turn_acquired_at, "
-            "sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
+            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
+            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "

@@ -450,6 +450,7 @@ class SessionDBSessionStore:
             include_tombstoned=True,
             include_superseded=True,
             flavour=core.flavour,
+            sealed=core.encrypted,
         )
         rows = await core.backend.fetch(bound)
         if not rows:

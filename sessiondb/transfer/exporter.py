@@ -54,6 +54,7 @@ async def export_session(
                 from_seq=None if after is None else after + 1,
                 limit=EXPORT_BATCH,
                 flavour=core.flavour,
+                sealed=core.encrypted,
             ),
             plain=True,
         )
@@ -121,6 +122,7 @@ async def export_all(
                 limit=EXPORT_BATCH,
                 every=every,
                 flavour=core.flavour,
+                sealed=core.encrypted,
             ),
             plain=True,
         )

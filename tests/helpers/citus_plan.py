@@ -123,6 +123,7 @@ BEFORE_MIGRATION: dict[str, Gap] = {
     "existing_uuids": gap(_LINEAGE, loose(S, "parent")),
     "copy_lineage": gap(_LINEAGE, loose(S, "parent")),
     "lineage_record_rows": gap(_LINEAGE, loose(S, "parent")),
+    "lineage_structure": gap(_LINEAGE, loose(S, "parent")),
     "reseal_record": gap("keyed by session id alone: takes ns (records gain it)", NO_NS),
     "subtree_ids": gap(
         "the recursive term joins children by parent_id alone: add child.namespace = :ns",
@@ -267,7 +268,8 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "at": (_AT,),
     "seq": (3,),
     "old": ("sdb1:1:b2xk",),
-    "new": ({n: None for n in q.SEALED_SESSION_COLUMNS},),
+    "new": ({n: None for n in q.RESEALED_SESSION_COLUMNS},),
+    "filtered": (False, True),
 }
 # Parameters whose values differ by builder.
 SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
@@ -287,7 +289,7 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("session_texts", "after"): (None, _ID),
     ("session_texts", "limit"): (50,),
     ("reseal_record", "payload"): ("sdb1:2:bmV3",),
-    ("reseal_session", "old"): ({n: "sdb1:1:b2xk" for n in q.SEALED_SESSION_COLUMNS},),
+    ("reseal_session", "old"): ({n: "sdb1:1:b2xk" for n in q.RESEALED_SESSION_COLUMNS},),
     ("recent_activity", "limit"): (1000,),
     ("search", "query"): ("'word'",),
     ("search", "limit"): (21,),
