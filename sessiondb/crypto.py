@@ -15,8 +15,9 @@ seq; a ciphertext copied into another row, session or namespace fails authentica
 
 A record's associated data also holds the columns that decide what the session's context
 is (:func:`record_context`: kind, role, ``target_seq``, ``first_kept_seq``; a prune's seqs
-are in its sealed payload), and each session has a sealed ``lineage_seal`` whose
-associated data is its parent and fork point (:func:`lineage_context`): a changed column
+are in its sealed payload), and each session has a lineage seal (a row of
+``tables.lineage_seals``) whose associated data is its parent and fork point
+(:func:`lineage_context`): a changed column
 fails authentication like a changed ciphertext. Data keys made before this binding (their
 wrap context is :data:`UNBOUND_KEY_CONTEXT`'s) may hold values bound to their place only;
 ``sessiondb.sealing`` says how those read.
@@ -135,7 +136,7 @@ def record_context(
 def lineage_context(
     namespace: str, session_id: str, parent_id: str | None, fork_seq: int | None
 ) -> bytes:
-    """The associated data of a session's ``lineage_seal`` (an empty plaintext): its
+    """The associated data of a session's lineage seal (an empty plaintext): its
     parent and fork point (``None`` for a session that is no fork)."""
     fork = None if fork_seq is None else int(fork_seq)
     where = f"|{_field(parent_id)}|{_field(fork)}"

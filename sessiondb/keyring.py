@@ -66,9 +66,24 @@ class Keyring:
         make the namespace's first data key if it has none."""
         if self._loaded_at is not None and time.monotonic() - self._loaded_at < KEYRING_REFRESH:
             return
+        if self._loaded_at is None:
+            await self._check_schema(backend)
         await self.load(backend)
         if not self.ciphers:
             await self._create(backend)
+
+    async def _check_schema(self, backend: Backend) -> None:
+        """Refuse a schema without the lineage seals' table (before revision 0010): an
+        encrypted store seals every session's lineage there. A plain store does not
+        need it, so new code may run ahead of ``migrate``, but not with encryption."""
+        try:
+            await backend.fetch(q.lineage_seals_table(self.namespace))
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"namespace {self.namespace!r}: an encrypted store needs the schema of "
+                "revision 0010 (sessiondb_lineage_seals), which this database has not "
+                "reached; run `sessiondb migrate` or `await store.migrate()` first"
+            ) from exc
 
     async def load(self, backend: Backend) -> None:
         rows = await backend.fetch(shapes.data_keys_of(self.namespace))
@@ -158,7 +173,7 @@ class Keyring:
 
     @property
     def reads_unsealed_sessions(self) -> bool:
-        """Whether a session without ``lineage_seal`` reads: only in a namespace with no
+        """Whether a session without a lineage seal reads: only in a namespace with no
         bound data key at all (every session this release writes has one)."""
         return not any(self.bound.values())
 

@@ -102,7 +102,7 @@ async def _reseal_records(backend: SealedBackend, version: int, batch: int) -> i
                 functools.partial(crypto.row_context, ns, sid, "payload", seq),
             )
             new = crypto.seal(keyring.ciphers[version], version, plain, context)
-            changes.append(q.reseal_record(sid, seq, new, old))
+            changes.append([q.reseal_record(sid, seq, new, old)])
         if changes:
             moved += await _apply(raw, changes)
 
@@ -119,7 +119,7 @@ async def _reseal_sessions(backend: SealedBackend, version: int, batch: int) -> 
         changes = []
         for r in rows:
             sid = r["id"]
-            old = {n: r[n] for n in q.RESEALED_SESSION_COLUMNS}
+            old = {n: r[n] for n in q.SEALED_SESSION_COLUMNS}
             new = dict(old)
             for column in q.SEALED_SESSION_COLUMNS:
                 text = old[column]
@@ -127,28 +127,32 @@ async def _reseal_sessions(backend: SealedBackend, version: int, batch: int) -> 
                     context = crypto.row_context(ns, sid, column)
                     plain = backend.opener.open_text(text, context, sid, None)
                     new[column] = crypto.seal(keyring.ciphers[version], version, plain, context)
-            seal = old["lineage_seal"]
+            session = [q.reseal_session(sid, ns, new, old)] if new != old else []
+            seal = r["lineage_seal"]
             if seal is None or crypto.envelope_version(seal) != version:
                 # An unsealed lineage (written before the binding) is sealed as it stands.
                 context = crypto.lineage_context(ns, sid, r["parent_id"], r["fork_seq"])
                 if seal is not None:
                     backend.opener.open_text(seal, context, sid, None)
-                new["lineage_seal"] = crypto.seal(keyring.ciphers[version], version, "", context)
-            if new != old:
-                changes.append(q.reseal_session(sid, ns, new, old))
+                resealed = crypto.seal(keyring.ciphers[version], version, "", context)
+                session.append(q.seal_lineage(sid, ns, resealed, raw.flavour, old=seal))
+            if session:
+                changes.append(session)
         if changes:
             moved += await _apply(raw, changes)
 
 
-async def _apply(raw: Backend, changes: list[q.Bound]) -> int:
-    """Run the compare-and-set updates in one short transaction; how many matched (a
-    value changed meanwhile is left for the next run)."""
+async def _apply(raw: Backend, changes: list[list[q.Bound]]) -> int:
+    """Run the compare-and-set updates in one short transaction, each row's (a record's,
+    or a session's and its lineage seal's) together; how many rows they all matched for
+    (a value changed meanwhile is left for the next run)."""
 
     async def once() -> int:
         done = 0
         async with raw.transaction() as tx:
-            for bound in changes:
-                done += bool(await tx.fetch(bound))
+            for bounds in changes:
+                matched = [bool(await tx.fetch(bound)) for bound in bounds]
+                done += all(matched)
         return done
 
     return await retrying(once)

@@ -262,8 +262,6 @@ def session_row(
         "parent_id": parent_id,
         "fork_seq": fork_seq,
         "key": key,
-        # Sealed by an encrypted store's backend (sessiondb.sealing), from the two above.
-        "lineage_seal": None,
     }
 
 

@@ -8,13 +8,17 @@ opens what it reads, so that nothing above it (core, features, the decode path) 
   role, ``target_seq``, ``first_kept_seq``: :func:`crypto.record_context`) as associated
   data (an append locks the session's head first, to know the seqs it will get); a
   session's ``name``, ``system_prompt_override`` and ``metadata_json`` with its id and the
-  column's name, and its ``lineage_seal`` (an empty plaintext) with its parent and fork
-  point. Every statement that writes them is known
-  (:func:`statements.sealed_session_params`, the appends, the bulk inserts).
+  column's name; and a statement that writes a session's parent and fork point is
+  followed, in its transaction, by the session's lineage seal (an empty plaintext sealed
+  with them, a row of ``tables.lineage_seals``: :func:`statements.seal_lineage`). Every
+  statement that writes them is known (:func:`statements.sealed_session_params`, the
+  appends, the bulk inserts). A plain store names none of this: its statements run on a
+  schema without the seals' table.
 - reads: every row of a statement that selects one of those columns comes back with the
   plaintext in its place, found by the statement's column names; a payload is opened
   with the structure columns of its row (a statement that reads payloads without them
-  is refused), a ``lineage_seal`` checked against the row's parent and fork point.
+  is refused), a lineage seal (``sealed_lineage``) checked against the row's parent and
+  fork point.
   Columns named ``sealed_*`` (the row's identity and structure, selected for this only)
   are dropped. The statements that decide what a context or a record listing holds by
   these columns also read every row whose columns they trusted
@@ -22,10 +26,10 @@ opens what it reads, so that nothing above it (core, features, the decode path) 
   that a changed column fails to open rather than changing what is shown.
 
 Values bound before this binding (sealed by a data key whose wrap context is
-:data:`crypto.UNBOUND_KEY_CONTEXT`'s, sessions without ``lineage_seal``) read as before,
+:data:`crypto.UNBOUND_KEY_CONTEXT`'s, sessions without a lineage seal) read as before,
 bound to their place only, until the namespace has a completed data key of the bound kind
 (``rotate_keys(reencrypt=True)`` makes one and moves every row to it); from then on, or
-from the start for a sessions without a seal once the namespace has any bound key, they
+from the start for a session without a seal once the namespace has any bound key, they
 are refused with a :class:`DecryptionError` that says to run the rotation.
 
 :class:`Keyring` holds the namespace's data keys, unwrapped by the provider;
@@ -84,8 +88,8 @@ class _Shape:
     row: type | None
     # Positions of a payload's structure: kind, role, target_seq, first_kept_seq.
     structure: tuple[int, int, int, int] | None = None
-    # A lineage seal: (seal, parent_id, fork_seq, whether NULL means "no lineage row").
-    lineage: tuple[int, int | None, int | None, bool] | None = None
+    # A lineage seal: (seal, parent_id, fork_seq); NULL in a row that is not a member's.
+    lineage: tuple[int, int | None, int | None] | None = None
 
 
 def _row_type(names: Sequence[str]) -> type:
@@ -135,10 +139,8 @@ def _shape(stmt: Any) -> _Shape | None:
     if kind is not None and role is not None and target is not None and first_kept is not None:
         structure = (kind, role, target, first_kept)
     lineage = None
-    if "sealed_lineage" in names or "lineage_seal" in names:
-        flagged = "sealed_lineage" in names
-        seal_at = names.index("sealed_lineage" if flagged else "lineage_seal")
-        lineage = (seal_at, at("parent_id"), at("fork_seq"), flagged)
+    if "sealed_lineage" in names:
+        lineage = (names.index("sealed_lineage"), at("parent_id"), at("fork_seq"))
     if payload is None and not session and lineage is None:
         return None
     sid = names.index("sealed_sid") if "sealed_sid" in names else None
@@ -233,16 +235,14 @@ class Opener:
         return shape.row(values)
 
     def _check_lineage(self, shape: _Shape, params: Mapping[str, Any], values: list[Any]) -> None:
-        """A row's ``lineage_seal`` against its parent and fork point: a session whose
+        """A row's lineage seal against its parent and fork point: a session whose
         parent or fork point was changed fails to open."""
         assert shape.lineage is not None
-        seal_at, parent_at, fork_at, flagged = shape.lineage
+        seal_at, parent_at, fork_at = shape.lineage
         seal = values[seal_at]
-        if flagged and seal is None:
+        if seal is None:
             return  # not a lineage row of the statement
-        sid = values[shape.sid] if flagged and shape.sid is not None else None
-        if sid is None and shape.session_id is not None:
-            sid = values[shape.session_id]
+        sid = values[shape.sid] if shape.sid is not None else None
         if sid is None or parent_at is None or fork_at is None:
             raise EncryptionError("a statement reads lineage seals without id, parent and fork")
         if not seal:
@@ -306,12 +306,14 @@ def structure_check(bound: q.Bound) -> q.Bound | None:
     )
 
 
-def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:
-    """The bound with the session columns it writes sealed (others unchanged)."""
+def seal_params(keyring: Keyring, bound: q.Bound, flavour: str) -> tuple[q.Bound, q.Bound | None]:
+    """The bound with the session columns it writes sealed (others unchanged), and the
+    write of the session's lineage seal to run after it in its transaction (``None``
+    for a statement that writes no parent and fork point)."""
     stmt, params = bound
     spec = q.sealed_session_params(shapes.statement_of(stmt))
     if spec is None:
-        return bound
+        return bound, None
     id_param, columns, lineage = spec
     sid = params[id_param]
     sealed = dict(params)
@@ -320,16 +322,35 @@ def seal_params(keyring: Keyring, bound: q.Bound) -> q.Bound:
         if value is not None:
             context = crypto.row_context(keyring.namespace, sid, column)
             sealed[param] = keyring.seal(value, context)
+    seal = None
     if lineage is not None:
-        sealed[f"{lineage}lineage_seal"] = lineage_seal(
-            keyring, sid, params[f"{lineage}parent_id"], params[f"{lineage}fork_seq"]
+        seal = write_seal(
+            keyring, sid, params[f"{lineage}parent_id"], params[f"{lineage}fork_seq"], flavour
         )
-    return stmt, sealed
+    return (stmt, sealed), seal
 
 
 def lineage_seal(keyring: Keyring, sid: str, parent_id: str | None, fork_seq: int | None) -> str:
-    """A session's ``lineage_seal``: an empty plaintext bound to its parent and fork point."""
+    """A session's lineage seal: an empty plaintext bound to its parent and fork point."""
     return keyring.seal("", crypto.lineage_context(keyring.namespace, sid, parent_id, fork_seq))
+
+
+def write_seal(
+    keyring: Keyring, sid: str, parent_id: str | None, fork_seq: int | None, flavour: str
+) -> q.Bound:
+    """The write of a session's lineage seal (:func:`statements.seal_lineage`)."""
+    seal = lineage_seal(keyring, sid, parent_id, fork_seq)
+    return q.seal_lineage(sid, keyring.namespace, seal, flavour)
+
+
+def table_seals(
+    keyring: Keyring, table: Table, rows: Sequence[tuple[Any, ...]], flavour: str
+) -> list[q.Bound]:
+    """The lineage seals of bulk-inserted rows of ``table`` (of sessions: one each)."""
+    if table is not tables.sessions:
+        return []
+    id_i, parent_i, fork_i = map(q.SESSION_COLUMN_NAMES.index, ("id", "parent_id", "fork_seq"))
+    return [write_seal(keyring, r[id_i], r[parent_i], r[fork_i], flavour) for r in rows]
 
 
 def seal_table_rows(
@@ -352,9 +373,7 @@ def seal_table_rows(
         return out
     if table is tables.sessions:
         names = q.SESSION_COLUMN_NAMES
-        id_i, parent_i, fork_i, seal_i = map(
-            names.index, ("id", "parent_id", "fork_seq", "lineage_seal")
-        )
+        id_i = names.index("id")
         at = [(names.index(n), n) for n in q.SEALED_SESSION_COLUMNS]
         out = []
         for r in rows:
@@ -363,7 +382,6 @@ def seal_table_rows(
                 if values[i] is not None:
                     context = crypto.row_context(ns, values[id_i], column)
                     values[i] = keyring.seal(values[i], context)
-            values[seal_i] = lineage_seal(keyring, values[id_i], values[parent_i], values[fork_i])
             out.append(tuple(values))
         return out
     return list(rows)
@@ -389,14 +407,17 @@ def seal_append(
 class SealedTransaction:
     """A transaction of :class:`SealedBackend`: seals what it writes, opens what it reads."""
 
-    def __init__(self, inner: Transaction, keyring: Keyring, opener: Opener) -> None:
+    def __init__(self, inner: Transaction, keyring: Keyring, opener: Opener, flavour: str) -> None:
         self._inner = inner
         self._keyring = keyring
         self._opener = opener
+        self._flavour = flavour
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
-        bound = seal_params(self._keyring, bound)
+        bound, seal = seal_params(self._keyring, bound, self._flavour)
         rows = await self._inner.fetch(bound)
+        if seal is not None:
+            await self._inner.fetch(seal)
         opened = self._opener.rows(bound, rows)
         check = structure_check(bound)
         if check is not None:
@@ -420,6 +441,8 @@ class SealedTransaction:
 
     async def insert(self, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
         await self._inner.insert(table, seal_table_rows(self._keyring, table, rows))
+        for seal in table_seals(self._keyring, table, rows, self._flavour):
+            await self._inner.fetch(seal)
 
 
 class SealedBackend:
@@ -474,8 +497,20 @@ class SealedBackend:
 
     async def execute(self, bound: q.Bound) -> list[Row]:
         await self._ready()
-        sealed = seal_params(self.keyring, bound)
-        return await self._opened(sealed, self.inner.execute)
+        sealed, seal = seal_params(self.keyring, bound, self.flavour)
+        if seal is None:
+            return await self._opened(sealed, self.inner.execute)
+
+        async def with_seal(stmt: q.Bound) -> list[Row]:
+            async def once() -> list[Row]:
+                async with self.inner.transaction() as tx:
+                    rows = await tx.fetch(stmt)
+                    await tx.fetch(seal)
+                    return rows
+
+            return await retrying(once)
+
+        return await self._opened(sealed, with_seal)
 
     async def append(self, head: Mapping[str, Any], rows: Sequence[tuple[Any, ...]]) -> int | None:
         """Optimistic: read the head, seal for the seqs after it, append expecting it (two
@@ -521,12 +556,15 @@ class _Opening(SealedTransaction):
     """A transaction that reloads the keyring for a key newer than its own."""
 
     def __init__(self, inner: Transaction, backend: SealedBackend) -> None:
-        super().__init__(inner, backend.keyring, backend.opener)
+        super().__init__(inner, backend.keyring, backend.opener, backend.flavour)
         self._backend = backend
 
     async def fetch(self, bound: q.Bound) -> list[Row]:
-        sealed = seal_params(self._keyring, bound)
-        return await self._backend._opened(sealed, self._inner.fetch)
+        sealed, seal = seal_params(self._keyring, bound, self._flavour)
+        rows = await self._backend._opened(sealed, self._inner.fetch)
+        if seal is not None:
+            await self._inner.fetch(seal)
+        return rows
 
 
 # -- a store without keys -----------------------------------------------------------------

@@ -90,6 +90,7 @@ from .tables import (
     adk_sessions,
     adk_state,
     data_keys,
+    lineage_seals,
     records,
     sessions,
     turns,
@@ -596,7 +597,7 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
     )
     # Part 5: each lineage member's seal of its parent and fork point ('' when it has
     # none: a session sealed before the binding).
-    owner = sessions.alias("owner")
+    seal = lineage_seals.alias("seal")
     lineages = select(
         const(5),
         lin.c.fork_seq,
@@ -606,10 +607,10 @@ def _context(lateral: bool, tail: bool = False, sealed: bool = False) -> Compoun
         null(),
         null(),
         null(),
-        func.coalesce(owner.c.lineage_seal, _text("")),
+        func.coalesce(seal.c.seal, _text("")),
         lin.c.parent_id,
         lin.c.fork_seq,
-    ).select_from(lin.join(owner, and_(owner.c.id == lin.c.id, owner.c.namespace == NS)))
+    ).select_from(lin.outerjoin(seal, _seal_of(seal, lin)))
     return union_all(
         head,
         overlay.add_columns(*_NO_LINEAGE),
@@ -643,7 +644,7 @@ def lineage_structure(
     session_id: str, namespace: str, *, filtered: bool, from_seq: int | None
 ) -> Bound:
     """What an encrypted store reads beside a sealed :func:`lineage_records` read, to
-    check the columns it trusted: each lineage member's ``lineage_seal`` ('' when it has
+    check the columns it trusted: each lineage member's lineage seal ('' when it has
     none) with its parent and fork point; for a ``filtered`` read also every record from
     ``from_seq`` on (a record whose column was changed to leave or enter the filter is
     one of them: a tombstone, a compaction follows what it hides) and every tombstone
@@ -653,8 +654,14 @@ def lineage_structure(
     return _lineage_structure(), _scope(session_id, namespace, from_seq=from_seq or 0)
 
 
+def _seal_of(seal: Any, lin: CTE) -> ColumnElement[bool]:
+    """A lineage member's row of :data:`tables.lineage_seals` (an outer join: a session
+    sealed before the binding has none)."""
+    return and_(seal.c.session_id == lin.c.id, seal.c.namespace == NS)
+
+
 def _member_seals(lin: CTE) -> Select[Any]:
-    member = sessions.alias("member")
+    seal = lineage_seals.alias("seal")
     return select(
         lin.c.fork_seq.label("seq"),
         _null(Text()).label("payload"),
@@ -663,10 +670,10 @@ def _member_seals(lin: CTE) -> Select[Any]:
         _null(Text()).label("sealed_role"),
         _null(BigInteger()).label("sealed_target_seq"),
         _null(BigInteger()).label("sealed_first_kept_seq"),
-        func.coalesce(member.c.lineage_seal, _text("")).label("sealed_lineage"),
+        func.coalesce(seal.c.seal, _text("")).label("sealed_lineage"),
         lin.c.parent_id.label("sealed_parent_id"),
         lin.c.fork_seq.label("sealed_fork_seq"),
-    ).select_from(lin.join(member, and_(member.c.id == lin.c.id, member.c.namespace == NS)))
+    ).select_from(lin.outerjoin(seal, _seal_of(seal, lin)))
 
 
 @_shape
@@ -2170,22 +2177,33 @@ _RESEAL_RECORD = (
 
 #: The session columns an encrypted store seals, each bound to its row by the id.
 SEALED_SESSION_COLUMNS = ("name", "system_prompt_override", "metadata_json")
-#: What re-encryption rewrites of a session: those and the seal of its lineage.
-RESEALED_SESSION_COLUMNS = (*SEALED_SESSION_COLUMNS, "lineage_seal")
 
 
 def session_texts(namespace: str, after: str | None, limit: int) -> Bound:
-    """A keyset batch of ``id`` and the sealed columns of the namespace's sessions, by id."""
+    """A keyset batch of ``id``, the sealed columns, ``parent_id``, ``fork_seq`` and the
+    lineage seal (``lineage_seal``, NULL when it has none) of the namespace's sessions, by
+    id: what re-encryption reads (an encrypted namespace's only)."""
     params: dict[str, Any] = {"ns": namespace, "limit": limit, "after": after or ""}
     return _SESSION_TEXTS, params
 
 
+_SESSION_TEXT_SEAL = lineage_seals.alias("seal")
 _SESSION_TEXTS = (
     select(
         sessions.c.id,
-        *[sessions.c[n] for n in RESEALED_SESSION_COLUMNS],
+        *[sessions.c[n] for n in SEALED_SESSION_COLUMNS],
         sessions.c.parent_id,
         sessions.c.fork_seq,
+        _SESSION_TEXT_SEAL.c.seal.label("lineage_seal"),
+    )
+    .select_from(
+        sessions.outerjoin(
+            _SESSION_TEXT_SEAL,
+            and_(
+                _SESSION_TEXT_SEAL.c.session_id == sessions.c.id,
+                _SESSION_TEXT_SEAL.c.namespace == NS,
+            ),
+        )
     )
     .where(sessions.c.namespace == NS, sessions.c.id > bindparam("after", type_=Id))
     .order_by(sessions.c.id)
@@ -2199,7 +2217,7 @@ def reseal_session(
     """Replace the sealed columns of a session if they are still ``old``; returns ``id``
     when they were."""
     params = _scope(session_id, namespace)
-    for n in RESEALED_SESSION_COLUMNS:
+    for n in SEALED_SESSION_COLUMNS:
         params[f"new_{n}"] = new[n]
         params[f"old_{n}"] = old[n]
     return _RESEAL_SESSION, params
@@ -2212,19 +2230,64 @@ _RESEAL_SESSION = (
         sessions.c.namespace == NS,
         *[
             sessions.c[n].is_not_distinct_from(bindparam(f"old_{n}", type_=Text()))
-            for n in RESEALED_SESSION_COLUMNS
+            for n in SEALED_SESSION_COLUMNS
         ],
     )
-    .values({n: bindparam(f"new_{n}", type_=Text()) for n in RESEALED_SESSION_COLUMNS})
+    .values({n: bindparam(f"new_{n}", type_=Text()) for n in SEALED_SESSION_COLUMNS})
     .returning(sessions.c.id)
 )
+
+
+def lineage_seals_table(namespace: str) -> Bound:
+    """A read of no rows of :data:`tables.lineage_seals`: it fails on a schema without
+    the table (before revision 0010), which an encrypted store needs."""
+    return _LINEAGE_SEALS_TABLE, {"ns": namespace}
+
+
+_LINEAGE_SEALS_TABLE = (
+    select(lineage_seals.c.session_id).where(lineage_seals.c.namespace == NS).limit(0)
+)
+
+
+def seal_lineage(
+    session_id: str, namespace: str, seal: str, flavour: str, *, old: str | None = None
+) -> Bound:
+    """Write the lineage seal of the session ``session_id`` of ``namespace`` (an encrypted
+    store's, in the transaction that writes the session's row): inserted, or replacing the
+    one it has. With ``old`` (re-encryption's compare-and-set), a seal it has is replaced
+    only if it is still ``old``; returns ``session_id`` when written. Nothing is written
+    for a session that is not there (an ``INSERT … ON CONFLICT DO NOTHING`` that lost)."""
+    params = _scope(session_id, namespace, seal=seal)
+    if old is None:
+        return _seal_lineage(flavour, False), params
+    return _seal_lineage(flavour, True), {**params, "old": old}
+
+
+@_shape
+def _seal_lineage(flavour: str, compare: bool) -> Executable:
+    s, t = sessions.c, lineage_seals.c
+    # INSERT … SELECT from the session's row: ON CONFLICT takes it on SQLite only with a
+    # WHERE, which the session's id and namespace give.
+    stmt = _upsert(flavour, lineage_seals).from_select(
+        ["namespace", "session_id", "seal"],
+        select(s.namespace, s.id, bindparam("seal", type_=Text())).where(
+            s.id == SID, s.namespace == NS
+        ),
+    )
+    same = t.seal == bindparam("old", type_=Text()) if compare else None
+    return stmt.on_conflict_do_update(
+        index_elements=["namespace", "session_id"],
+        set_={"seal": stmt.excluded.seal},
+        where=same,
+    ).returning(t.session_id)
 
 
 def sealed_session_params(stmt: Any) -> tuple[str, dict[str, str], str | None] | None:
     """For a statement that writes sealed session columns: the parameter holding the
     session's id, ``{parameter: column}`` of those columns, and the prefix of the
-    parameters ``parent_id``, ``fork_seq`` and ``lineage_seal`` when it writes the
-    lineage (``None`` when not); ``None`` for any other statement.
+    parameters ``parent_id`` and ``fork_seq`` when it writes the lineage (then the
+    encrypted store writes its seal, :func:`seal_lineage`; ``None`` when not); ``None``
+    for any other statement.
     (The appends' head bump is the encrypting backend's own business: ``name``.)"""
     by_name = {n: n for n in SEALED_SESSION_COLUMNS}
     if stmt is insert_rows(sessions.name) or any(

@@ -44,6 +44,7 @@ TURNS = "sessiondb_turns"
 ADK_SESSIONS = "sessiondb_adk_sessions"
 ADK_STATE = "sessiondb_adk_state"
 DATA_KEYS = "sessiondb_data_keys"
+LINEAGE_SEALS = "sessiondb_lineage_seals"
 VERSION_TABLE = "sessiondb_alembic_version"
 # SQLite: the FTS5 table of the search index (columns body, thinking), and the trigger
 # that deletes a record's row from it. Not in ``metadata``: SQLAlchemy cannot describe a
@@ -132,10 +133,6 @@ sessions = Table(
     # per namespace, compared exactly (TEXT, no collation: case and trailing spaces
     # count). NULL for sessions without one; a unique index never collides on NULLs.
     Column("key", Text),
-    # An encrypted namespace's sessions: an AES-GCM tag bound to parent_id and fork_seq
-    # (sessiondb.crypto.lineage_context), so that a changed parent fails to open. NULL in
-    # a plain namespace. Revision 0010.
-    Column("lineage_seal", Text),
     PrimaryKeyConstraint("id"),
     CheckConstraint("source IN ('interactive', 'cron')", name="source"),
     CheckConstraint("(parent_id IS NULL) = (fork_seq IS NULL)", name="fork_point"),
@@ -316,6 +313,23 @@ data_keys = Table(
     Column("completed_at", UTCDateTime),
     PrimaryKeyConstraint("namespace", "version"),
     CheckConstraint("version > 0", name="version_positive"),
+)
+
+
+# An encrypted namespace's sessions (sessiondb.sealing): one row per session, an AES-GCM
+# tag of an empty plaintext whose associated data is the session's parent_id and fork_seq
+# (sessiondb.crypto.lineage_context), so that a parent or fork point changed by SQL fails
+# to open. Written in the transaction of the session's row, by encrypted stores only, and
+# read only by their sealed reads: a plain store's statements never name this table, so
+# they run on a schema without it (new code ahead of ``migrate``). Revision 0010.
+lineage_seals = Table(
+    LINEAGE_SEALS,
+    metadata,
+    Column("namespace", String(255), nullable=False),
+    Column("session_id", Id, nullable=False),
+    Column("seal", Text, nullable=False),
+    PrimaryKeyConstraint("namespace", "session_id"),
+    ForeignKeyConstraint(["session_id"], [f"{SESSIONS}.id"], ondelete="CASCADE"),
 )
 
 

@@ -45,7 +45,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.id = ? AND sessiondb_sessions.namespace = ?"
         ),
@@ -187,10 +187,10 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "FROM latest_compaction), 0) OR sessiondb_records.kind = 'tombstone') "
             "UNION ALL SELECT 5, lineage.fork_seq, NULL AS anon_3, lineage.id, NULL "
             "AS anon__3, NULL AS anon__4, NULL AS anon__5, NULL AS anon__6, "
-            "coalesce(owner.lineage_seal, '') AS coalesce_1, lineage.parent_id, "
+            "coalesce(seal.seal, '') AS coalesce_1, lineage.parent_id, "
             "lineage.fork_seq AS fork_seq__1 \n"
-            "FROM lineage JOIN sessiondb_sessions AS owner ON owner.id = lineage.id "
-            "AND owner.namespace = ?"
+            "FROM lineage LEFT OUTER JOIN sessiondb_lineage_seals AS seal ON "
+            "seal.session_id = lineage.id AND seal.namespace = ?"
         ),
         ("sid", "ns", "param_1", "ns"),
         {"sid": None, "ns": None, "param_1": 0},
@@ -403,7 +403,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' ORDER BY sessiondb_sessions.last_message_at DESC, "
@@ -425,9 +425,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -452,7 +452,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' AND sessiondb_sessions.parent_id = ? ORDER BY "
@@ -474,9 +474,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -501,7 +501,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' ORDER BY sessiondb_sessions.last_message_at DESC, "
@@ -523,9 +523,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -550,7 +550,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' AND sessiondb_sessions.parent_id = ? ORDER BY "
@@ -572,9 +572,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -599,7 +599,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? ORDER BY "
             "sessiondb_sessions.last_message_at DESC, sessiondb_sessions.id DESC\n"
@@ -620,9 +620,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -646,7 +646,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.parent_id "
             "= ? ORDER BY sessiondb_sessions.last_message_at DESC, "
@@ -668,9 +668,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -695,7 +695,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' AND (sessiondb_sessions.last_message_at, sessiondb_sessions.id) "
@@ -718,9 +718,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -746,7 +746,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'cron' AND sessiondb_sessions.parent_id = ? AND "
@@ -777,9 +777,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -813,7 +813,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' AND (sessiondb_sessions.last_message_at, "
@@ -836,9 +836,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -864,7 +864,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.source = "
             "'interactive' AND sessiondb_sessions.parent_id = ? AND "
@@ -895,9 +895,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -931,7 +931,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND "
             "(sessiondb_sessions.last_message_at, sessiondb_sessions.id) < (?, ?) "
@@ -954,9 +954,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -982,7 +982,7 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal \n'
+            'sessiondb_sessions."key" \n'
             "FROM sessiondb_sessions \n"
             "WHERE sessiondb_sessions.namespace = ? AND sessiondb_sessions.parent_id "
             "= ? AND (sessiondb_sessions.last_message_at, sessiondb_sessions.id) < "
@@ -1012,9 +1012,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "
@@ -1047,9 +1047,9 @@ SQL: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
             "sessiondb_sessions.output_tokens, sessiondb_sessions.cache_read_tokens, "
             "sessiondb_sessions.cache_write_tokens, sessiondb_sessions.cost_total, "
             "sessiondb_sessions.parent_id, sessiondb_sessions.fork_seq, "
-            'sessiondb_sessions."key", sessiondb_sessions.lineage_seal, '
-            "sessiondb_turns.holder AS turn_holder, sessiondb_turns.acquired_at AS "
-            "turn_acquired_at, sessiondb_turns.expires_at AS turn_expires_at \n"
+            'sessiondb_sessions."key", sessiondb_turns.holder AS turn_holder, '
+            "sessiondb_turns.acquired_at AS turn_acquired_at, "
+            "sessiondb_turns.expires_at AS turn_expires_at \n"
             "FROM sessiondb_sessions LEFT OUTER JOIN sessiondb_turns ON "
             "sessiondb_turns.session_id = sessiondb_sessions.id AND "
             "sessiondb_turns.acquired_at IS NOT NULL AND sessiondb_turns.expires_at "

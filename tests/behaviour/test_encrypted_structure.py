@@ -16,7 +16,7 @@ from helpers import sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiondb import DecryptionError, SessionStore, crypto
+from sessiondb import ConfigurationError, DecryptionError, SessionStore, crypto
 from sessiondb.crypto import StaticKeyProvider
 
 K1 = bytes(range(32))
@@ -182,7 +182,7 @@ async def seal_the_old_way(db_url: str, namespace: str = "default") -> None:
             s=r.session_id,
             q=r.seq,
         )
-    await db.execute("UPDATE sessiondb_sessions SET lineage_seal = NULL")
+    await db.execute("DELETE FROM sessiondb_lineage_seals")
 
 
 async def test_old_rows_read_until_rotated_then_tampering_is_refused(
@@ -218,7 +218,7 @@ async def test_a_removed_lineage_seal_is_refused_after_rotation(db_url: str) -> 
     async with SessionStore.open(db_url, encryption=keys()) as store:
         ids = await build(store)
     db = sql.Database.of(db_url)
-    await db.execute("UPDATE sessiondb_sessions SET lineage_seal = NULL WHERE id = :f", f=ids.fork)
+    await db.execute("DELETE FROM sessiondb_lineage_seals WHERE session_id = :f", f=ids.fork)
     await tamper(db_url, TAMPERING[9][1], ids)
     async with SessionStore.open(db_url, encryption=keys()) as store:
         with pytest.raises(DecryptionError, match="lineage is not sealed"):
@@ -276,3 +276,25 @@ async def test_any_changed_column_is_refused(
         except DecryptionError:
             return
         assert after == before
+
+
+# -- the schema ---------------------------------------------------------------------------
+
+
+async def test_an_encrypted_store_on_a_schema_before_the_seals_is_refused(
+    empty_db_url: str,
+) -> None:
+    """A plain store runs ahead of ``migrate`` (tests/behaviour/test_turns.py); an
+    encrypted one needs the lineage seals' table, and says to migrate, before it writes
+    a session whose lineage it could not seal."""
+    async with SessionStore.open(empty_db_url) as store:
+        await store.migrate("0009")
+    async with SessionStore.open(empty_db_url, encryption=keys()) as store:
+        with pytest.raises(ConfigurationError, match=r"revision 0010.*sessiondb migrate"):
+            await store.create_session()
+        with pytest.raises(ConfigurationError, match="sessiondb migrate"):
+            await store.list_sessions()
+        await store.migrate()
+        sid = (await store.create_session()).id
+        assert [s.id for s in (await store.list_sessions()).items] == [sid]
+    assert await sql.Database.of(empty_db_url).fetch("SELECT seal FROM sessiondb_lineage_seals")

@@ -268,7 +268,7 @@ SAMPLES: dict[str, tuple[Any, ...]] = {
     "at": (_AT,),
     "seq": (3,),
     "old": ("sdb1:1:b2xk",),
-    "new": ({n: None for n in q.RESEALED_SESSION_COLUMNS},),
+    "new": ({n: None for n in q.SEALED_SESSION_COLUMNS},),
     "filtered": (False, True),
 }
 # Parameters whose values differ by builder.
@@ -289,7 +289,9 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("session_texts", "after"): (None, _ID),
     ("session_texts", "limit"): (50,),
     ("reseal_record", "payload"): ("sdb1:2:bmV3",),
-    ("reseal_session", "old"): ({n: "sdb1:1:b2xk" for n in q.RESEALED_SESSION_COLUMNS},),
+    ("reseal_session", "old"): ({n: "sdb1:1:b2xk" for n in q.SEALED_SESSION_COLUMNS},),
+    ("seal_lineage", "seal"): ("sdb1:2:bmV3",),
+    ("seal_lineage", "old"): (None, "sdb1:1:b2xk"),
     ("recent_activity", "limit"): (1000,),
     ("search", "query"): ("'word'",),
     ("search", "limit"): (21,),

@@ -26,6 +26,7 @@ from sessiondb.tables import (
     ADK_SESSIONS,
     ADK_STATE,
     DATA_KEYS,
+    LINEAGE_SEALS,
     RECORDS,
     SESSIONS,
     TURNS,
@@ -49,7 +50,16 @@ async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: 
         await store.migrate()  # already at head: nothing to do
 
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
+    assert tables == {
+        SESSIONS,
+        RECORDS,
+        TURNS,
+        ADK_SESSIONS,
+        ADK_STATE,
+        DATA_KEYS,
+        LINEAGE_SEALS,
+        VERSION_TABLE,
+    }
     assert diff == []
     assert versions == [head_revision()]
 
@@ -76,7 +86,16 @@ async def test_upgrade_matches_the_models_and_downgrade_undoes_it(empty_db_url: 
         (rec,) = await store.append(info.id, [{"role": "user", "content": "after migrate"}])
         assert rec.seq == 1
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
+    assert tables == {
+        SESSIONS,
+        RECORDS,
+        TURNS,
+        ADK_SESSIONS,
+        ADK_STATE,
+        DATA_KEYS,
+        LINEAGE_SEALS,
+        VERSION_TABLE,
+    }
     assert diff == []
     assert versions == [head_revision()]
 
@@ -118,7 +137,16 @@ async def test_alembic_cli_with_x_url(empty_db_url: str) -> None:
     done = _alembic("-x", f"url={empty_db_url}", "upgrade", "head")
     assert done.returncode == 0, done.stderr
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
+    assert tables == {
+        SESSIONS,
+        RECORDS,
+        TURNS,
+        ADK_SESSIONS,
+        ADK_STATE,
+        DATA_KEYS,
+        LINEAGE_SEALS,
+        VERSION_TABLE,
+    }
     assert diff == []
     assert versions == [head_revision()]
 
@@ -132,7 +160,16 @@ async def test_alembic_cli_with_environment_url(empty_db_url: str) -> None:
     done = _alembic("upgrade", "head", env={ENV_URL: empty_db_url})
     assert done.returncode == 0, done.stderr
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
+    assert tables == {
+        SESSIONS,
+        RECORDS,
+        TURNS,
+        ADK_SESSIONS,
+        ADK_STATE,
+        DATA_KEYS,
+        LINEAGE_SEALS,
+        VERSION_TABLE,
+    }
     assert diff == []
     assert versions == [head_revision()]
 
@@ -180,6 +217,15 @@ async def test_four_processes_migrating_one_fresh_database_at_once(empty_db_url:
     assert failures == []
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     tables, diff, versions = await schema_state(empty_db_url)
-    assert tables == {SESSIONS, RECORDS, TURNS, ADK_SESSIONS, ADK_STATE, DATA_KEYS, VERSION_TABLE}
+    assert tables == {
+        SESSIONS,
+        RECORDS,
+        TURNS,
+        ADK_SESSIONS,
+        ADK_STATE,
+        DATA_KEYS,
+        LINEAGE_SEALS,
+        VERSION_TABLE,
+    }
     assert diff == []
     assert versions == [head_revision()]
