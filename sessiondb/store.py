@@ -70,11 +70,9 @@ _CREATE_ARGS = frozenset(
 
 @telemetry.traced
 class SessionStore(FeatureFunctions):
-    """Sessions and their records in one database, scoped to one namespace.
-
-    Open it with ``async with SessionStore.open(url) as store``; every method is a
-    coroutine and runs in its own short transaction.
-    """
+    """Sessions and their records in one database, scoped to one namespace: open it with
+    ``async with SessionStore.open(url) as store``; every method is a coroutine and runs
+    in its own short transaction."""
 
     def __init__(
         self,
