@@ -294,6 +294,7 @@ SAMPLES_OF: dict[tuple[str, str], tuple[Any, ...]] = {
     ("seal_lineage", "old"): (None, "sdb1:1:b2xk"),
     ("recent_activity", "limit"): (1000,),
     ("search", "query"): ("'word'",),
+    ("search", "rank_query"): ("", "word"),
     ("search", "limit"): (21,),
     ("search", "search_config"): ("simple",),
     ("search", "session_id"): (None, _ID),
