@@ -365,7 +365,7 @@ def test_connections_that_never_finish_their_headers_do_not_lock_the_viewer_out(
             assert still_open == [], f"{len(still_open)} of 300 idle connections kept open"
             assert _closed_by_server(trickler, deadline), "a trickling connection kept open"
             # And the viewer still answers.
-            assert httpx.get(url, timeout=10).status_code == 200
+            assert httpx.get(url, timeout=HEADER_TIMEOUT_S + 10).status_code == 200
         finally:
             for sock in [*slow, trickler]:
                 sock.close()
